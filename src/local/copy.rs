@@ -1,0 +1,304 @@
+//! `copy`: files through a temporary file and a rename, symlinks as links, directory trees by an
+//! iterative walk on handles that never enters the destination it is creating.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, ErrorKind};
+use std::path::Path;
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, File};
+
+use super::errors::{self, with_path};
+use super::read::nonblocking_read_options;
+use super::walk::{self, dir_id};
+use super::write::{WriteTarget, replace_file};
+use super::{COPY_DEPTH_LIMIT, Inner};
+use crate::sandbox::{FileId, Resolved};
+use crate::{AbsolutePathBuf, CopyOptions};
+
+pub(crate) fn copy(
+    fs: &Inner,
+    source: &AbsolutePathBuf,
+    destination: &AbsolutePathBuf,
+    options: CopyOptions,
+) -> io::Result<()> {
+    let src = fs.sandbox.resolve(source)?;
+    let dst = fs.sandbox.resolve(destination)?;
+    dst.require_writable(destination)?;
+    let metadata = src
+        .root
+        .dir()
+        .symlink_metadata(src.cap_path())
+        .map_err(|e| with_path(source, e))?;
+    if metadata.is_dir() {
+        if !options.recursive {
+            return Err(errors::fixed(
+                ErrorKind::InvalidInput,
+                errors::COPY_DIRECTORY_NEEDS_RECURSIVE,
+            ));
+        }
+        copy_tree(&src, source, &dst, destination)
+    } else if metadata.is_symlink() {
+        if dst.is_root() {
+            return Err(errors::root_protected(destination));
+        }
+        let (parent_rel, name) = walk::split(&src.rel);
+        let text = walk::open_parent(src.root.dir(), parent_rel)
+            .and_then(|parent| parent.read_link_contents(name))
+            .map_err(|e| with_path(source, e))?;
+        let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
+        let dst_parent = walk::open_parent(dst.root.dir(), dst_parent_rel)
+            .map_err(|e| with_path(destination, e))?;
+        place_symlink(&dst_parent, dst_name, &text).map_err(|e| with_path(destination, e))
+    } else if metadata.is_file() {
+        copy_file(&src, source, &dst, destination)
+    } else {
+        Err(errors::fixed(
+            ErrorKind::InvalidInput,
+            errors::COPY_UNSUPPORTED_TYPE,
+        ))
+    }
+}
+
+/// Options that open a regular file for reading without following a final symlink and without
+/// blocking on a special file.
+fn source_options() -> cap_std::fs::OpenOptions {
+    let mut options = nonblocking_read_options();
+    options.follow(FollowSymlinks::No);
+    options
+}
+
+/// Opens `name` in `dir` as a copy source: `Ok(None)` when it is not a regular file (a socket
+/// refuses the open itself with `ENXIO`).
+fn open_source(dir: &Dir, name: &Path) -> io::Result<Option<File>> {
+    let file = match dir.open_with(name, &source_options()) {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let is_file = file.metadata()?.is_file();
+    Ok(is_file.then_some(file))
+}
+
+fn copy_file(
+    src: &Resolved<'_>,
+    source: &AbsolutePathBuf,
+    dst: &Resolved<'_>,
+    destination: &AbsolutePathBuf,
+) -> io::Result<()> {
+    let opened = open_source(src.root.dir(), src.cap_path()).map_err(|e| with_path(source, e))?;
+    let Some(file) = opened else {
+        return Err(errors::fixed(
+            ErrorKind::InvalidInput,
+            errors::COPY_UNSUPPORTED_TYPE,
+        ));
+    };
+    let source_metadata = file.metadata().map_err(|e| with_path(source, e))?;
+    let target = WriteTarget::resolve(dst, destination)?;
+    target.existing_file_permissions(destination)?;
+    if let Some(existing) = &target.existing
+        && FileId::of(existing) == FileId::of(&source_metadata)
+    {
+        return Err(errors::fixed(
+            ErrorKind::InvalidInput,
+            errors::COPY_ONTO_ITSELF,
+        ));
+    }
+    write_copy(file, &target.parent, &target.name, source_metadata.permissions())
+        .map_err(|e| with_path(destination, e))
+}
+
+/// Streams `file` into a new file that replaces `name` in `parent`, with `permissions`.
+fn write_copy(
+    mut file: File,
+    parent: &Dir,
+    name: &OsStr,
+    permissions: cap_std::fs::Permissions,
+) -> io::Result<()> {
+    replace_file(parent, name, Some(permissions), |out| {
+        io::copy(&mut file, out).map(drop)
+    })
+}
+
+/// Creates a symlink with the link text `text` at `name`, replacing a file or link already there.
+fn place_symlink(parent: &Dir, name: &OsStr, text: &Path) -> io::Result<()> {
+    match parent.symlink_contents(text, name) {
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            if parent.symlink_metadata(name)?.is_dir() {
+                return Err(io::Error::from(ErrorKind::IsADirectory));
+            }
+            let temp = walk::temporary_name("link");
+            parent.symlink_contents(text, &temp)?;
+            parent.rename(&temp, parent, name).inspect_err(|_| {
+                let _ = parent.remove_file(&temp);
+            })
+        }
+        other => other,
+    }
+}
+
+/// A directory pair on the walk: identities of the source and destination directories, and the
+/// source subdirectories still to copy.
+struct Frame {
+    src_id: FileId,
+    dst_id: FileId,
+    subdirs: Vec<OsString>,
+}
+
+/// Copies the directory tree at `src` to `dst`, merging into an existing directory there.
+///
+/// Iterative, with at most four directory handles open whatever the depth. Source directories
+/// are entered with `O_NOFOLLOW`; every destination directory created is remembered by identity
+/// and never entered as a source, so a copy into itself (through any alias, or a concurrent
+/// rename) cannot recurse into its own output.
+fn copy_tree(
+    src: &Resolved<'_>,
+    source: &AbsolutePathBuf,
+    dst: &Resolved<'_>,
+    destination: &AbsolutePathBuf,
+) -> io::Result<()> {
+    let into_itself = || errors::fixed(ErrorKind::InvalidInput, errors::COPY_INTO_ITSELF);
+    let src_err = |e| with_path(source, e);
+    let dst_err = |e| with_path(destination, e);
+
+    let mut src_dir = src
+        .root
+        .dir()
+        .open_dir_nofollow(src.cap_path())
+        .map_err(src_err)?;
+    let src_id = dir_id(&src_dir).map_err(src_err)?;
+
+    let mut dst_dir = if dst.is_root() {
+        let root = dst.root.dir().try_clone().map_err(dst_err)?;
+        if walk::dir_or_ancestor_is(&root, src_id).map_err(dst_err)? {
+            return Err(into_itself());
+        }
+        root
+    } else {
+        let (parent_rel, name) = walk::split(&dst.rel);
+        let parent = walk::open_parent(dst.root.dir(), parent_rel).map_err(dst_err)?;
+        if walk::dir_or_ancestor_is(&parent, src_id).map_err(dst_err)? {
+            return Err(into_itself());
+        }
+        match parent.symlink_metadata(name) {
+            Ok(m) if m.is_dir() && FileId::of(&m) == src_id => return Err(into_itself()),
+            Ok(m) if !m.is_dir() => {
+                return Err(io::Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("{destination}: exists and is not a directory"),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                parent.create_dir(name).map_err(dst_err)?;
+            }
+            Err(e) => return Err(dst_err(e)),
+        }
+        parent.open_dir_nofollow(name).map_err(dst_err)?
+    };
+    let dst_id = dir_id(&dst_dir).map_err(dst_err)?;
+    let mut created = HashSet::from([dst_id]);
+
+    let mut stack = vec![Frame {
+        src_id,
+        dst_id,
+        subdirs: copy_entries(&src_dir, &dst_dir, source, destination)?,
+    }];
+    loop {
+        let frame = stack.last_mut().expect("the walk stops when the stack is empty");
+        if let Some(name) = frame.subdirs.pop() {
+            let child = match src_dir.open_dir_nofollow(&name) {
+                Ok(child) => child,
+                // Gone, or no longer a directory: nothing to copy as a directory.
+                Err(e) if e.kind() == ErrorKind::NotFound || is_loop_or_not_dir(&e) => continue,
+                Err(e) => return Err(src_err(e)),
+            };
+            let child_id = dir_id(&child).map_err(src_err)?;
+            if created.contains(&child_id) {
+                continue;
+            }
+            if stack.len() >= COPY_DEPTH_LIMIT {
+                return Err(errors::too_deep(source, COPY_DEPTH_LIMIT));
+            }
+            match dst_dir.create_dir(&name) {
+                Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(dst_err(e)),
+                _ => {}
+            }
+            let child_dst = dst_dir.open_dir_nofollow(&name).map_err(dst_err)?;
+            let child_dst_id = dir_id(&child_dst).map_err(dst_err)?;
+            if child_dst_id == child_id {
+                return Err(into_itself());
+            }
+            created.insert(child_dst_id);
+            let subdirs = copy_entries(&child, &child_dst, source, destination)?;
+            src_dir = child;
+            dst_dir = child_dst;
+            stack.push(Frame {
+                src_id: child_id,
+                dst_id: child_dst_id,
+                subdirs,
+            });
+            continue;
+        }
+        stack.pop();
+        let Some(up) = stack.last() else {
+            return Ok(());
+        };
+        src_dir = walk::open_parent_verified(&src_dir, up.src_id)
+            .map_err(src_err)?
+            .ok_or_else(|| errors::moved_during_walk(source))?;
+        dst_dir = walk::open_parent_verified(&dst_dir, up.dst_id)
+            .map_err(dst_err)?
+            .ok_or_else(|| errors::moved_during_walk(destination))?;
+    }
+}
+
+/// Copies the files and symlinks of `src_dir` into `dst_dir`, skips special files, and returns
+/// the names of the subdirectories.
+fn copy_entries(
+    src_dir: &Dir,
+    dst_dir: &Dir,
+    source: &AbsolutePathBuf,
+    destination: &AbsolutePathBuf,
+) -> io::Result<Vec<OsString>> {
+    let src_err = |e| with_path(source, e);
+    let mut subdirs = Vec::new();
+    for entry in src_dir.entries().map_err(src_err)? {
+        let entry = entry.map_err(src_err)?;
+        let name = entry.file_name();
+        let file_type = match entry.file_type() {
+            Ok(t) => t,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(src_err(e)),
+        };
+        if file_type.is_dir() {
+            subdirs.push(name);
+        } else if file_type.is_symlink() {
+            let text = match src_dir.read_link_contents(&name) {
+                Ok(text) => text,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(src_err(e)),
+            };
+            place_symlink(dst_dir, &name, &text).map_err(|e| with_path(destination, e))?;
+        } else if file_type.is_file() {
+            // Swapped for something else since readdir: skip it like any special file.
+            let file = match open_source(src_dir, Path::new(&name)) {
+                Ok(Some(file)) => file,
+                Ok(None) => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound || is_loop_or_not_dir(&e) => continue,
+                Err(e) => return Err(src_err(e)),
+            };
+            let permissions = file.metadata().map_err(src_err)?.permissions();
+            write_copy(file, dst_dir, &name, permissions).map_err(|e| with_path(destination, e))?;
+        }
+    }
+    Ok(subdirs)
+}
+
+fn is_loop_or_not_dir(err: &io::Error) -> bool {
+    err.kind() == ErrorKind::NotADirectory
+        || err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}

@@ -1,0 +1,89 @@
+//! `create_directory`, `get_metadata` and `read_directory`.
+
+use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::Inner;
+use super::errors::with_path;
+use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
+
+pub(crate) fn create_directory(
+    fs: &Inner,
+    path: &AbsolutePathBuf,
+    options: CreateDirectoryOptions,
+) -> io::Result<()> {
+    let resolved = fs.sandbox.resolve(path)?;
+    resolved.require_writable(path)?;
+    let dir = resolved.root.dir();
+    let result = if resolved.is_root() {
+        if options.recursive {
+            Ok(())
+        } else {
+            Err(io::Error::from(io::ErrorKind::AlreadyExists))
+        }
+    } else if options.recursive {
+        dir.create_dir_all(&resolved.rel)
+    } else {
+        dir.create_dir(&resolved.rel)
+    };
+    result.map_err(|e| with_path(path, e))
+}
+
+pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<FileMetadata> {
+    let resolved = fs.sandbox.resolve(path)?;
+    let dir = resolved.root.dir();
+    let link = dir
+        .symlink_metadata(resolved.cap_path())
+        .map_err(|e| with_path(path, e))?;
+    let is_symlink = link.is_symlink();
+    let metadata = if is_symlink {
+        dir.metadata(resolved.cap_path())
+            .map_err(|e| with_path(path, e))?
+    } else {
+        link
+    };
+    Ok(FileMetadata {
+        is_directory: metadata.is_dir(),
+        is_file: metadata.is_file(),
+        is_symlink,
+        size: metadata.len(),
+        created_at_ms: metadata.created().map_or(0, |t| millis(t.into_std())),
+        modified_at_ms: metadata.modified().map_or(0, |t| millis(t.into_std())),
+    })
+}
+
+fn millis(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+pub(crate) fn read_directory(
+    fs: &Inner,
+    path: &AbsolutePathBuf,
+) -> io::Result<Vec<ReadDirectoryEntry>> {
+    let resolved = fs.sandbox.resolve(path)?;
+    let dir = resolved
+        .root
+        .dir()
+        .open_dir(resolved.cap_path())
+        .map_err(|e| with_path(path, e))?;
+    let mut entries = Vec::new();
+    for entry in dir.entries().map_err(|e| with_path(path, e))? {
+        let entry = entry.map_err(|e| with_path(path, e))?;
+        let file_type = match entry.file_type() {
+            Ok(file_type) => file_type,
+            // Removed between readdir and lstat: it is no longer there to list.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(with_path(path, e)),
+        };
+        entries.push(ReadDirectoryEntry {
+            file_name: entry.file_name().to_string_lossy().into_owned(),
+            is_directory: file_type.is_dir(),
+            is_file: file_type.is_file(),
+            is_symlink: file_type.is_symlink(),
+        });
+    }
+    Ok(entries)
+}

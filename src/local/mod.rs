@@ -1,0 +1,178 @@
+//! `LocalFileSystem`: the trait served by cap-std handles opened once on the sandbox roots.
+//!
+//! Each operation runs as one blocking function (one file per operation family) on the roots'
+//! handles; the async trait methods move that whole function to tokio's blocking pool.
+//!
+//! # Cancellation
+//!
+//! Dropping the future of an operation does not stop it: the blocking work runs to completion
+//! (or failure) on its thread, and its result is discarded. Every mutation is either atomic
+//! (`write_file`, `rename`, file `copy`) or leaves a consistent, partially done tree (recursive
+//! `remove` and `copy`), never a half-written file.
+
+mod copy;
+pub(crate) mod errors;
+mod metadata;
+mod read;
+mod remove;
+mod rename;
+mod walk;
+mod write;
+
+use std::io;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{
+    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
+};
+
+pub use errors::{
+    COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF, COPY_UNSUPPORTED_TYPE,
+};
+
+/// The default largest file `read_file` returns: 512 MiB.
+pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// The deepest directory tree a recursive `copy` reproduces; deeper trees fail with
+/// `InvalidInput` before anything below the limit is descended into.
+pub const COPY_DEPTH_LIMIT: usize = 4096;
+
+/// An [`ExecutorFileSystem`] on the local host, confined to a [`Sandbox`].
+///
+/// # Examples
+///
+/// ```
+/// use capfs::{AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let sandbox = Sandbox::new().with_root(dir.path(), Access::ReadWrite)?;
+/// let root = sandbox.roots()[0].path().clone();
+/// let fs = LocalFileSystem::new(sandbox);
+///
+/// let file = root.join("hello.txt")?;
+/// fs.write_file(&file, b"hi".to_vec()).await?;
+/// assert_eq!(fs.read_file(&file).await?, b"hi");
+///
+/// let outside = AbsolutePathBuf::try_from("/etc/passwd")?;
+/// let err = fs.read_file(&outside).await.unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LocalFileSystem {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub sandbox: Sandbox,
+    pub read_limit: u64,
+}
+
+impl LocalFileSystem {
+    /// A file system over `sandbox` with the default read limit.
+    pub fn new(sandbox: Sandbox) -> Self {
+        Self::with_read_limit(sandbox, DEFAULT_READ_LIMIT)
+    }
+
+    /// A file system over `sandbox` whose `read_file` refuses files larger than `read_limit`.
+    pub fn with_read_limit(sandbox: Sandbox, read_limit: u64) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                sandbox,
+                read_limit,
+            }),
+        }
+    }
+
+    /// The sandbox this file system serves.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.inner.sandbox
+    }
+
+    /// The largest file `read_file` returns.
+    pub fn read_limit(&self) -> u64 {
+        self.inner.read_limit
+    }
+
+    async fn run<T, F>(&self, op: F) -> FileSystemResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> io::Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || op(&inner))
+            .await
+            .map_err(|e| io::Error::other(format!("file system task failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl ExecutorFileSystem for LocalFileSystem {
+    async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
+        let path = path.clone();
+        self.run(move |fs| read::read_file(fs, &path)).await
+    }
+
+    async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
+        let path = path.clone();
+        self.run(move |fs| write::write_file(fs, &path, &contents))
+            .await
+    }
+
+    async fn create_directory(
+        &self,
+        path: &AbsolutePathBuf,
+        options: CreateDirectoryOptions,
+    ) -> FileSystemResult<()> {
+        let path = path.clone();
+        self.run(move |fs| metadata::create_directory(fs, &path, options))
+            .await
+    }
+
+    async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata> {
+        let path = path.clone();
+        self.run(move |fs| metadata::get_metadata(fs, &path)).await
+    }
+
+    async fn read_directory(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<Vec<ReadDirectoryEntry>> {
+        let path = path.clone();
+        self.run(move |fs| metadata::read_directory(fs, &path))
+            .await
+    }
+
+    async fn remove(&self, path: &AbsolutePathBuf, options: RemoveOptions) -> FileSystemResult<()> {
+        let path = path.clone();
+        self.run(move |fs| remove::remove(fs, &path, options)).await
+    }
+
+    async fn copy(
+        &self,
+        source: &AbsolutePathBuf,
+        destination: &AbsolutePathBuf,
+        options: CopyOptions,
+    ) -> FileSystemResult<()> {
+        let (source, destination) = (source.clone(), destination.clone());
+        self.run(move |fs| copy::copy(fs, &source, &destination, options))
+            .await
+    }
+
+    async fn rename(
+        &self,
+        source: &AbsolutePathBuf,
+        destination: &AbsolutePathBuf,
+        options: RenameOptions,
+    ) -> FileSystemResult<()> {
+        let (source, destination) = (source.clone(), destination.clone());
+        self.run(move |fs| rename::rename(fs, &source, &destination, options))
+            .await
+    }
+}

@@ -1,0 +1,61 @@
+//! `read_file`: open without blocking, check the opened handle, read at most the limit.
+
+use std::io::{self, Read};
+
+use cap_std::fs::{File, OpenOptions, OpenOptionsExt};
+use rustix::fs::OFlags;
+
+use super::Inner;
+use super::errors::{self, with_path};
+use crate::AbsolutePathBuf;
+
+/// Options that open anything without blocking (a FIFO with no writer, a terminal) and without
+/// making it the controlling terminal; the type is checked on the handle afterwards.
+pub(crate) fn nonblocking_read_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    options.custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
+    options
+}
+
+/// Maps the open error of a socket (`ENXIO`) to the special-file error.
+pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
+    if err.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) {
+        errors::not_regular_file(path)
+    } else {
+        with_path(path, err)
+    }
+}
+
+pub(crate) fn read_file(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Vec<u8>> {
+    let resolved = fs.sandbox.resolve(path)?;
+    let file = resolved
+        .root
+        .dir()
+        .open_with(resolved.cap_path(), &nonblocking_read_options())
+        .map_err(|e| open_error(path, e))?;
+    read_opened(&file, path, fs.read_limit)
+}
+
+/// Reads a whole regular file from an open handle, refusing directories, special files and
+/// files over `limit` before allocating anything for them.
+fn read_opened(file: &File, path: &AbsolutePathBuf, limit: u64) -> io::Result<Vec<u8>> {
+    let metadata = file.metadata().map_err(|e| with_path(path, e))?;
+    if metadata.is_dir() {
+        return Err(errors::is_a_directory(path));
+    }
+    if !metadata.is_file() {
+        return Err(errors::not_regular_file(path));
+    }
+    if metadata.len() > limit {
+        return Err(errors::too_large(limit));
+    }
+    let mut contents = Vec::with_capacity(metadata.len() as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut contents)
+        .map_err(|e| with_path(path, e))?;
+    if contents.len() as u64 > limit {
+        return Err(errors::too_large(limit));
+    }
+    Ok(contents)
+}

@@ -1,0 +1,155 @@
+//! `remove`: files and symlinks by name, directories by an iterative walk on handles.
+
+use std::ffi::OsString;
+use std::io::{self, ErrorKind};
+
+use cap_fs_ext::DirExt;
+use cap_std::fs::Dir;
+
+use super::Inner;
+use super::errors::{self, with_path};
+use super::walk::{self, dir_id};
+use crate::sandbox::{FileId, Sandbox};
+use crate::{AbsolutePathBuf, RemoveOptions};
+
+pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions) -> io::Result<()> {
+    let resolved = fs.sandbox.resolve(path)?;
+    resolved.require_writable(path)?;
+    if resolved.is_root() || fs.sandbox.contains_other_root(path, resolved.root) {
+        return Err(errors::root_protected(path));
+    }
+    let not_found = |e: io::Error| {
+        if options.force && e.kind() == ErrorKind::NotFound {
+            Ok(())
+        } else {
+            Err(with_path(path, e))
+        }
+    };
+    let (parent_rel, name) = walk::split(&resolved.rel);
+    let parent = match walk::open_parent(resolved.root.dir(), parent_rel) {
+        Ok(parent) => parent,
+        Err(e) => return not_found(e),
+    };
+    let metadata = match parent.symlink_metadata(name) {
+        Ok(metadata) => metadata,
+        Err(e) => return not_found(e),
+    };
+    let result = if !metadata.is_dir() {
+        parent.remove_file(name)
+    } else if fs.sandbox.is_root_id(FileId::of(&metadata)) {
+        return Err(errors::root_protected(path));
+    } else if options.recursive {
+        return remove_tree(&fs.sandbox, path, &parent, name.to_os_string());
+    } else {
+        parent.remove_dir(name)
+    };
+    result.or_else(not_found)
+}
+
+/// A directory on the walk: its identity, its name in its parent, and the subdirectories still
+/// to be removed.
+struct Frame {
+    id: FileId,
+    name: OsString,
+    subdirs: Vec<OsString>,
+}
+
+/// Removes the directory `name` in `parent` and everything below it.
+///
+/// Iterative: the call stack does not grow with depth, and at most two directory handles are
+/// open beyond `parent` whatever the depth. Every directory is entered with `O_NOFOLLOW`, so a
+/// directory swapped for a symlink mid-walk is removed as a link, never followed; climbing back
+/// up goes through `..` and checks the identity recorded on the way down.
+fn remove_tree(
+    sandbox: &Sandbox,
+    path: &AbsolutePathBuf,
+    parent: &Dir,
+    name: OsString,
+) -> io::Result<()> {
+    let err = |e| with_path(path, e);
+    let Some(top) = enter(sandbox, path, parent, &name)? else {
+        return Ok(());
+    };
+    let (mut current, first) = top;
+    let mut stack = vec![Frame {
+        subdirs: clear_files(&current).map_err(err)?,
+        id: first,
+        name,
+    }];
+    loop {
+        let frame = stack.last_mut().expect("the walk stops when the stack is empty");
+        if let Some(child) = frame.subdirs.pop() {
+            if let Some((dir, id)) = enter(sandbox, path, &current, &child)? {
+                let subdirs = clear_files(&dir).map_err(err)?;
+                current = dir;
+                stack.push(Frame {
+                    id,
+                    name: child,
+                    subdirs,
+                });
+            }
+            continue;
+        }
+        let done = stack.pop().expect("non-empty");
+        let Some(up) = stack.last() else {
+            return ignore_not_found(parent.remove_dir(&done.name)).map_err(err);
+        };
+        current = walk::open_parent_verified(&current, up.id)
+            .map_err(err)?
+            .ok_or_else(|| errors::moved_during_walk(path))?;
+        ignore_not_found(current.remove_dir(&done.name)).map_err(err)?;
+    }
+}
+
+/// Opens the subdirectory `name` without following a symlink. `None` when it is gone, or when
+/// it turned out not to be a directory (then it has been removed as a file or link).
+fn enter(
+    sandbox: &Sandbox,
+    path: &AbsolutePathBuf,
+    dir: &Dir,
+    name: &OsString,
+) -> io::Result<Option<(Dir, FileId)>> {
+    match dir.open_dir_nofollow(name) {
+        Ok(child) => {
+            let id = dir_id(&child).map_err(|e| with_path(path, e))?;
+            if sandbox.is_root_id(id) {
+                return Err(errors::root_protected(path));
+            }
+            Ok(Some((child, id)))
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) if is_not_a_directory(&e) => {
+            ignore_not_found(dir.remove_file(name)).map_err(|e| with_path(path, e))?;
+            Ok(None)
+        }
+        Err(e) => Err(with_path(path, e)),
+    }
+}
+
+/// Removes every non-directory entry of `dir` and returns the names of its subdirectories.
+fn clear_files(dir: &Dir) -> io::Result<Vec<OsString>> {
+    let mut subdirs = Vec::new();
+    for entry in dir.entries()? {
+        let entry = entry?;
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => subdirs.push(entry.file_name()),
+            Ok(_) => ignore_not_found(dir.remove_file(entry.file_name()))?,
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(subdirs)
+}
+
+/// `ELOOP` (a symlink under `O_NOFOLLOW`) or `ENOTDIR` (a file): the name is not a directory.
+fn is_not_a_directory(err: &io::Error) -> bool {
+    err.kind() == ErrorKind::NotADirectory
+        || err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
+fn ignore_not_found(result: io::Result<()>) -> io::Result<()> {
+    match result {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

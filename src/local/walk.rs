@@ -1,0 +1,136 @@
+//! Handle helpers shared by the operations: splitting a relative path into its parent and last
+//! name, opening that parent under a root, and climbing back up a tree without holding one
+//! handle per level.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::Dir;
+use rustix::fs::{Mode, OFlags};
+
+use crate::sandbox::FileId;
+
+/// The most symlinks followed while resolving one path (the kernel's own limit).
+pub(crate) const MAX_SYMLINK_HOPS: usize = 40;
+
+/// How many ancestors an identity check climbs before giving up.
+const MAX_ANCESTORS: usize = 65_536;
+
+/// Splits a non-empty relative path into its parent (possibly empty) and last name.
+pub(crate) fn split(rel: &Path) -> (&Path, &OsStr) {
+    let name = rel
+        .file_name()
+        .expect("a normalised, non-empty relative path ends in a name");
+    (rel.parent().unwrap_or(Path::new("")), name)
+}
+
+/// Opens the directory `parent` (relative, possibly empty) under `root`, following symlinks
+/// only while they stay inside `root`.
+pub(crate) fn open_parent(root: &Dir, parent: &Path) -> io::Result<Dir> {
+    if parent.as_os_str().is_empty() {
+        root.try_clone()
+    } else {
+        root.open_dir(parent)
+    }
+}
+
+/// The identity of an open directory.
+pub(crate) fn dir_id(dir: &Dir) -> io::Result<FileId> {
+    Ok(FileId::of(&dir.dir_metadata()?))
+}
+
+/// Opens the parent of `dir` through its `..` entry and checks that it is the directory
+/// `expected`, which the caller descended from. A directory moved elsewhere mid-walk is reported
+/// as an error instead of being climbed out of, so the walk never leaves the tree it started in.
+pub(crate) fn open_parent_verified(dir: &Dir, expected: FileId) -> io::Result<Option<Dir>> {
+    let parent = open_dot_dot(dir)?;
+    if dir_id(&parent)? == expected {
+        Ok(Some(parent))
+    } else {
+        Ok(None)
+    }
+}
+
+fn open_dot_dot(dir: &Dir) -> io::Result<Dir> {
+    let fd = rustix::fs::openat(
+        dir,
+        "..",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?;
+    Ok(Dir::from_std_file(std::fs::File::from(fd)))
+}
+
+/// True when `dir` or any directory above it (up to the file system's root) has identity
+/// `needle`. Only identities are compared; nothing above `dir` is read or changed.
+pub(crate) fn dir_or_ancestor_is(dir: &Dir, needle: FileId) -> io::Result<bool> {
+    let mut current = dir.try_clone()?;
+    let mut id = dir_id(&current)?;
+    for _ in 0..MAX_ANCESTORS {
+        if id == needle {
+            return Ok(true);
+        }
+        let parent = open_dot_dot(&current)?;
+        let parent_id = dir_id(&parent)?;
+        if parent_id == id {
+            return Ok(false);
+        }
+        current = parent;
+        id = parent_id;
+    }
+    Ok(false)
+}
+
+/// Joins a relative symlink text to the directory that holds the link (both relative to the
+/// root) and normalises the result lexically. `None` when the result climbs above the root.
+pub(crate) fn join_link_target(link_dir: &Path, target: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for component in link_dir.components().chain(target.components()) {
+        match component {
+            Component::Normal(name) => out.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A name for a short-lived entry that no caller chose, unique within this process.
+pub(crate) fn temporary_name(purpose: &str) -> OsString {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    OsString::from(format!(
+        ".capfs-{purpose}-{}-{n}-{nanos:x}",
+        std::process::id()
+    ))
+}
+
+/// The error a path operation gives for a loop of symlinks.
+pub(crate) fn symlink_loop() -> io::Error {
+    io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_targets_join_lexically_and_never_climb_above_the_root() {
+        let j = |d: &str, t: &str| join_link_target(Path::new(d), Path::new(t));
+        assert_eq!(j("a/b", "c"), Some(PathBuf::from("a/b/c")));
+        assert_eq!(j("a/b", "../c"), Some(PathBuf::from("a/c")));
+        assert_eq!(j("a", "../.."), None);
+        assert_eq!(j("", "."), Some(PathBuf::new()));
+        assert_eq!(j("a", "/etc"), None);
+    }
+}

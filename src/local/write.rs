@@ -1,0 +1,116 @@
+//! `write_file`: resolve the final name (following symlinks that stay inside the root), then
+//! replace it atomically with a temporary file written in the same directory.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Write};
+use std::path::Path;
+
+use cap_std::fs::{Dir, File, Metadata, Permissions};
+use cap_tempfile::TempFile;
+
+use super::Inner;
+use super::errors::{self, with_path};
+use super::walk::{self, MAX_SYMLINK_HOPS};
+use crate::AbsolutePathBuf;
+use crate::sandbox::{Resolved, Root};
+
+pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
+    let resolved = fs.sandbox.resolve(path)?;
+    resolved.require_writable(path)?;
+    let target = WriteTarget::resolve(&resolved, path)?;
+    let permissions = target.existing_file_permissions(path)?;
+    replace_file(&target.parent, &target.name, permissions, |file| {
+        file.write_all(contents)
+    })
+    .map_err(|e| with_path(path, e))
+}
+
+/// Where a write lands: a directory handle and a name in it, after following symlinks.
+pub(crate) struct WriteTarget {
+    pub parent: Dir,
+    pub name: OsString,
+    /// What is at the name now (never a symlink), if anything.
+    pub existing: Option<Metadata>,
+}
+
+impl WriteTarget {
+    /// Follows a symlink at the final name to its target while that stays inside the root. An
+    /// absolute link text, or one that climbs above the root, is an escape.
+    pub(crate) fn resolve(resolved: &Resolved<'_>, path: &AbsolutePathBuf) -> io::Result<Self> {
+        if resolved.is_root() {
+            return Err(errors::is_a_directory(path));
+        }
+        let root: &Root = resolved.root;
+        let mut rel = resolved.rel.clone();
+        for _ in 0..=MAX_SYMLINK_HOPS {
+            let (parent_rel, name) = walk::split(&rel);
+            let parent = walk::open_parent(root.dir(), parent_rel).map_err(|e| with_path(path, e))?;
+            let existing = match parent.symlink_metadata(name) {
+                Ok(metadata) => Some(metadata),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(with_path(path, e)),
+            };
+            match existing {
+                Some(metadata) if metadata.is_symlink() => {
+                    let text = parent
+                        .read_link_contents(name)
+                        .map_err(|e| with_path(path, e))?;
+                    let link_dir = canonical_under_root(root.dir(), parent_rel)
+                        .map_err(|e| with_path(path, e))?;
+                    rel = match walk::join_link_target(&link_dir, &text) {
+                        Some(next) if !next.as_os_str().is_empty() => next,
+                        Some(_) => return Err(errors::is_a_directory(path)),
+                        None => return Err(errors::escape(path)),
+                    };
+                }
+                existing => {
+                    return Ok(Self {
+                        name: name.to_os_string(),
+                        parent,
+                        existing,
+                    });
+                }
+            }
+        }
+        Err(with_path(path, walk::symlink_loop()))
+    }
+
+    /// Permissions to keep when replacing: those of an existing regular file. A directory or a
+    /// special file at the name is refused.
+    pub(crate) fn existing_file_permissions(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> io::Result<Option<Permissions>> {
+        match &self.existing {
+            None => Ok(None),
+            Some(m) if m.is_dir() => Err(errors::is_a_directory(path)),
+            Some(m) if m.is_file() => Ok(Some(m.permissions())),
+            Some(_) => Err(errors::not_regular_file(path)),
+        }
+    }
+}
+
+/// The physical location of `rel` below `root`, symlinks resolved (relative to the root).
+fn canonical_under_root(root: &Dir, rel: &Path) -> io::Result<std::path::PathBuf> {
+    if rel.as_os_str().is_empty() {
+        return Ok(std::path::PathBuf::new());
+    }
+    root.canonicalize(rel)
+}
+
+/// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
+/// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
+/// has no name until the rename (O_TMPFILE), so a crash leaves nothing behind.
+pub(crate) fn replace_file(
+    parent: &Dir,
+    name: &OsStr,
+    permissions: Option<Permissions>,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut temp = TempFile::new(parent)?;
+    fill(temp.as_file_mut())?;
+    if let Some(permissions) = permissions {
+        temp.as_file().set_permissions(permissions)?;
+    }
+    temp.replace(name)
+}

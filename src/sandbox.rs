@@ -1,0 +1,182 @@
+//! `Sandbox`: the list of roots, their access mode and the cap-std handles opened on them.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, MetadataExt};
+
+use crate::AbsolutePathBuf;
+use crate::local::errors;
+
+/// Whether a root may be changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Every operation is allowed.
+    ReadWrite,
+    /// Only reads are allowed; every mutation is `PermissionDenied`.
+    ReadOnly,
+}
+
+/// Identity of a file: device and inode numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn of(metadata: &cap_std::fs::Metadata) -> Self {
+        Self {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+        }
+    }
+}
+
+/// One sandbox root: its canonical path, the handle opened on it once, and its access mode.
+#[derive(Debug)]
+pub struct Root {
+    path: AbsolutePathBuf,
+    dir: Dir,
+    access: Access,
+    id: FileId,
+}
+
+impl Root {
+    /// The canonical absolute path under which callers address this root.
+    pub fn path(&self) -> &AbsolutePathBuf {
+        &self.path
+    }
+
+    /// The root's access mode.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    pub(crate) fn dir(&self) -> &Dir {
+        &self.dir
+    }
+}
+
+/// The set of directories a file system may reach.
+///
+/// Each root is opened once, when it is added; later renames of its path on the host do not
+/// change which directory it designates. A path is served by the root that is its longest prefix
+/// (at a component boundary); a path under no root is `PermissionDenied`.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> std::io::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let sandbox = capfs::Sandbox::new().with_root(dir.path(), capfs::Access::ReadWrite)?;
+/// assert_eq!(sandbox.roots().len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct Sandbox {
+    roots: Vec<Root>,
+}
+
+/// A path resolved to its root and the part below it.
+pub(crate) struct Resolved<'a> {
+    pub root: &'a Root,
+    /// Relative to the root; empty for the root itself.
+    pub rel: PathBuf,
+}
+
+impl Resolved<'_> {
+    pub(crate) fn is_root(&self) -> bool {
+        self.rel.as_os_str().is_empty()
+    }
+
+    /// The relative path in the form cap-std expects (`.` for the root).
+    pub(crate) fn cap_path(&self) -> &Path {
+        if self.is_root() {
+            Path::new(".")
+        } else {
+            &self.rel
+        }
+    }
+
+    /// Fails with `PermissionDenied` when the root is read-only.
+    pub(crate) fn require_writable(&self, path: &AbsolutePathBuf) -> io::Result<()> {
+        match self.root.access {
+            Access::ReadWrite => Ok(()),
+            Access::ReadOnly => Err(errors::read_only(path)),
+        }
+    }
+}
+
+impl Sandbox {
+    /// An empty sandbox; add roots with [`Sandbox::with_root`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens `path` (made absolute and canonical against the process's directory, once, here) and
+    /// adds it as a root.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` or `NotADirectory` when the directory cannot be opened; `AlreadyExists` when
+    /// the same directory is already a root.
+    pub fn with_root(mut self, path: impl AsRef<Path>, access: Access) -> io::Result<Self> {
+        let path = path.as_ref();
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let dir = Dir::open_ambient_dir(&canonical, ambient_authority())
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", canonical.display())))?;
+        let id = FileId::of(&dir.dir_metadata()?);
+        let path = AbsolutePathBuf::new(&canonical)?;
+        if self.roots.iter().any(|r| r.path == path || r.id == id) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{path}: already a sandbox root"),
+            ));
+        }
+        self.roots.push(Root {
+            path,
+            dir,
+            access,
+            id,
+        });
+        Ok(self)
+    }
+
+    /// The roots, in the order they were added.
+    pub fn roots(&self) -> &[Root] {
+        &self.roots
+    }
+
+    /// Finds the root that serves `path`: the longest prefix at a component boundary.
+    ///
+    /// # Errors
+    ///
+    /// `PermissionDenied` when no root contains `path`.
+    pub(crate) fn resolve(&self, path: &AbsolutePathBuf) -> io::Result<Resolved<'_>> {
+        self.roots
+            .iter()
+            .filter_map(|root| {
+                path.strip_prefix(&root.path).map(|rel| Resolved {
+                    root,
+                    rel: rel.to_path_buf(),
+                })
+            })
+            .max_by_key(|r| r.root.path.as_path().components().count())
+            .ok_or_else(|| errors::outside_roots(path))
+    }
+
+    /// True when `id` is the identity of any root's directory.
+    pub(crate) fn is_root_id(&self, id: FileId) -> bool {
+        self.roots.iter().any(|r| r.id == id)
+    }
+
+    /// True when some root other than `except` lies at or below `path`.
+    pub(crate) fn contains_other_root(&self, path: &AbsolutePathBuf, except: &Root) -> bool {
+        self.roots
+            .iter()
+            .any(|r| !std::ptr::eq(r, except) && r.path.strip_prefix(path).is_some())
+    }
+}
