@@ -13,7 +13,7 @@ use super::errors::{self, with_path};
 use super::read::nonblocking_read_options;
 use super::walk::{self, dir_id};
 use super::write::{WriteTarget, replace_file};
-use super::{COPY_DEPTH_LIMIT, Inner};
+use super::{COPY_DEPTH_LIMIT, Inner, resolve};
 use crate::sandbox::{FileId, Resolved};
 use crate::{AbsolutePathBuf, CopyOptions};
 
@@ -26,11 +26,10 @@ pub(crate) fn copy(
     let src = fs.sandbox.resolve(source)?;
     let dst = fs.sandbox.resolve(destination)?;
     dst.require_writable(destination)?;
-    let metadata = src
-        .root
-        .dir()
-        .symlink_metadata(src.cap_path())
-        .map_err(|e| with_path(source, e))?;
+    let metadata = resolve::follow(src.root, src.cap_path(), false, |p| {
+        src.root.dir().symlink_metadata(p)
+    })
+    .map_err(|e| with_path(source, e))?;
     if metadata.is_dir() {
         if !options.recursive {
             return Err(errors::fixed(
@@ -44,11 +43,11 @@ pub(crate) fn copy(
             return Err(errors::root_protected(destination));
         }
         let (parent_rel, name) = walk::split(&src.rel);
-        let text = walk::open_parent(src.root.dir(), parent_rel)
+        let text = walk::open_parent(src.root, parent_rel)
             .and_then(|parent| parent.read_link_contents(name))
             .map_err(|e| with_path(source, e))?;
         let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
-        let dst_parent = walk::open_parent(dst.root.dir(), dst_parent_rel)
+        let dst_parent = walk::open_parent(dst.root, dst_parent_rel)
             .map_err(|e| with_path(destination, e))?;
         place_symlink(&dst_parent, dst_name, &text).map_err(|e| with_path(destination, e))
     } else if metadata.is_file() {
@@ -89,7 +88,10 @@ fn copy_file(
     dst: &Resolved<'_>,
     destination: &AbsolutePathBuf,
 ) -> io::Result<()> {
-    let opened = open_source(src.root.dir(), src.cap_path()).map_err(|e| with_path(source, e))?;
+    let opened = resolve::follow(src.root, src.cap_path(), false, |p| {
+        open_source(src.root.dir(), p)
+    })
+    .map_err(|e| with_path(source, e))?;
     let Some(file) = opened else {
         return Err(errors::fixed(
             ErrorKind::InvalidInput,
@@ -164,11 +166,10 @@ fn copy_tree(
     let src_err = |e| with_path(source, e);
     let dst_err = |e| with_path(destination, e);
 
-    let mut src_dir = src
-        .root
-        .dir()
-        .open_dir_nofollow(src.cap_path())
-        .map_err(src_err)?;
+    let mut src_dir = resolve::follow(src.root, src.cap_path(), false, |p| {
+        src.root.dir().open_dir_nofollow(p)
+    })
+    .map_err(src_err)?;
     let src_id = dir_id(&src_dir).map_err(src_err)?;
 
     let mut dst_dir = if dst.is_root() {
@@ -179,7 +180,7 @@ fn copy_tree(
         root
     } else {
         let (parent_rel, name) = walk::split(&dst.rel);
-        let parent = walk::open_parent(dst.root.dir(), parent_rel).map_err(dst_err)?;
+        let parent = walk::open_parent(dst.root, parent_rel).map_err(dst_err)?;
         if walk::dir_or_ancestor_is(&parent, src_id).map_err(dst_err)? {
             return Err(into_itself());
         }

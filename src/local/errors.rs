@@ -83,13 +83,23 @@ pub(crate) fn too_deep(path: &AbsolutePathBuf, limit: usize) -> io::Error {
 /// Prefixes an error from the OS or cap-std with the sandbox path it concerns, keeping its kind.
 /// cap-std's escape error becomes capfs's own escape message.
 pub(crate) fn with_path(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
-    if err.kind() == ErrorKind::PermissionDenied && is_cap_std_escape(&err) {
+    if is_cap_std_escape(&err) {
         return escape(path);
     }
     io::Error::new(err.kind(), format!("{path}: {err}"))
 }
 
-fn is_cap_std_escape(err: &io::Error) -> bool {
-    err.get_ref()
-        .is_some_and(|inner| inner.to_string().contains("outside of the filesystem"))
+/// The text cap-std gives its escape errors; capfs's own resolver uses it too, so one check
+/// recognises both before [`with_path`] gives them capfs's message.
+const CAP_STD_ESCAPE_TEXT: &str = "a path led outside of the filesystem";
+
+pub(crate) fn is_cap_std_escape(err: &io::Error) -> bool {
+    err.kind() == ErrorKind::PermissionDenied
+        && err
+            .get_ref()
+            .is_some_and(|inner| inner.to_string() == CAP_STD_ESCAPE_TEXT)
+}
+
+pub(crate) fn cap_std_style_escape() -> io::Error {
+    io::Error::new(ErrorKind::PermissionDenied, CAP_STD_ESCAPE_TEXT)
 }

@@ -3,7 +3,7 @@
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::Inner;
+use super::{Inner, resolve};
 use super::errors::with_path;
 use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
@@ -14,7 +14,7 @@ pub(crate) fn create_directory(
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
-    let dir = resolved.root.dir();
+    let root = resolved.root;
     let result = if resolved.is_root() {
         if options.recursive {
             Ok(())
@@ -22,22 +22,23 @@ pub(crate) fn create_directory(
             Err(io::Error::from(io::ErrorKind::AlreadyExists))
         }
     } else if options.recursive {
-        dir.create_dir_all(&resolved.rel)
+        resolve::follow(root, &resolved.rel, true, |p| root.dir().create_dir_all(p))
     } else {
-        dir.create_dir(&resolved.rel)
+        resolve::follow(root, &resolved.rel, false, |p| root.dir().create_dir(p))
     };
     result.map_err(|e| with_path(path, e))
 }
 
 pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<FileMetadata> {
     let resolved = fs.sandbox.resolve(path)?;
-    let dir = resolved.root.dir();
-    let link = dir
-        .symlink_metadata(resolved.cap_path())
-        .map_err(|e| with_path(path, e))?;
+    let root = resolved.root;
+    let link = resolve::follow(root, resolved.cap_path(), false, |p| {
+        root.dir().symlink_metadata(p)
+    })
+    .map_err(|e| with_path(path, e))?;
     let is_symlink = link.is_symlink();
     let metadata = if is_symlink {
-        dir.metadata(resolved.cap_path())
+        resolve::follow(root, resolved.cap_path(), true, |p| root.dir().metadata(p))
             .map_err(|e| with_path(path, e))?
     } else {
         link
@@ -64,10 +65,8 @@ pub(crate) fn read_directory(
     path: &AbsolutePathBuf,
 ) -> io::Result<Vec<ReadDirectoryEntry>> {
     let resolved = fs.sandbox.resolve(path)?;
-    let dir = resolved
-        .root
-        .dir()
-        .open_dir(resolved.cap_path())
+    let root = resolved.root;
+    let dir = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().open_dir(p))
         .map_err(|e| with_path(path, e))?;
     let mut entries = Vec::new();
     for entry in dir.entries().map_err(|e| with_path(path, e))? {

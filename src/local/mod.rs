@@ -16,6 +16,7 @@ mod metadata;
 mod read;
 mod remove;
 mod rename;
+mod resolve;
 mod walk;
 mod write;
 

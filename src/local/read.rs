@@ -5,7 +5,7 @@ use std::io::{self, Read};
 use cap_std::fs::{File, OpenOptions, OpenOptionsExt};
 use rustix::fs::OFlags;
 
-use super::Inner;
+use super::{Inner, resolve};
 use super::errors::{self, with_path};
 use crate::AbsolutePathBuf;
 
@@ -29,11 +29,12 @@ pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
 
 pub(crate) fn read_file(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Vec<u8>> {
     let resolved = fs.sandbox.resolve(path)?;
-    let file = resolved
-        .root
-        .dir()
-        .open_with(resolved.cap_path(), &nonblocking_read_options())
-        .map_err(|e| open_error(path, e))?;
+    let root = resolved.root;
+    let options = nonblocking_read_options();
+    let file = resolve::follow(root, resolved.cap_path(), true, |p| {
+        root.dir().open_with(p, &options)
+    })
+    .map_err(|e| open_error(path, e))?;
     read_opened(&file, path, fs.read_limit)
 }
 

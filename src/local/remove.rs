@@ -26,7 +26,7 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
         }
     };
     let (parent_rel, name) = walk::split(&resolved.rel);
-    let parent = match walk::open_parent(resolved.root.dir(), parent_rel) {
+    let parent = match walk::open_parent(resolved.root, parent_rel) {
         Ok(parent) => parent,
         Err(e) => return not_found(e),
     };

@@ -31,7 +31,7 @@ pub(crate) fn rename(
             format!("{source}: cannot rename across sandbox roots"),
         ));
     }
-    let root = src.root.dir();
+    let root = src.root;
     let (src_parent_rel, src_name) = walk::split(&src.rel);
     let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
     let src_parent = walk::open_parent(root, src_parent_rel).map_err(|e| with_path(source, e))?;

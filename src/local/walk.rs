@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use rustix::fs::{Mode, OFlags};
 
-use crate::sandbox::FileId;
+use super::resolve;
+use crate::sandbox::{FileId, Root};
 
 /// The most symlinks followed while resolving one path (the kernel's own limit).
 pub(crate) const MAX_SYMLINK_HOPS: usize = 40;
@@ -28,11 +29,11 @@ pub(crate) fn split(rel: &Path) -> (&Path, &OsStr) {
 
 /// Opens the directory `parent` (relative, possibly empty) under `root`, following symlinks
 /// only while they stay inside `root`.
-pub(crate) fn open_parent(root: &Dir, parent: &Path) -> io::Result<Dir> {
+pub(crate) fn open_parent(root: &Root, parent: &Path) -> io::Result<Dir> {
     if parent.as_os_str().is_empty() {
-        root.try_clone()
+        root.dir().try_clone()
     } else {
-        root.open_dir(parent)
+        resolve::follow(root, parent, true, |p| root.dir().open_dir(p))
     }
 }
 

@@ -3,12 +3,12 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cap_std::fs::{Dir, File, Metadata, Permissions};
 use cap_tempfile::TempFile;
 
-use super::Inner;
+use super::{Inner, resolve};
 use super::errors::{self, with_path};
 use super::walk::{self, MAX_SYMLINK_HOPS};
 use crate::AbsolutePathBuf;
@@ -44,7 +44,7 @@ impl WriteTarget {
         let mut rel = resolved.rel.clone();
         for _ in 0..=MAX_SYMLINK_HOPS {
             let (parent_rel, name) = walk::split(&rel);
-            let parent = walk::open_parent(root.dir(), parent_rel).map_err(|e| with_path(path, e))?;
+            let parent = walk::open_parent(root, parent_rel).map_err(|e| with_path(path, e))?;
             let existing = match parent.symlink_metadata(name) {
                 Ok(metadata) => Some(metadata),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -55,8 +55,14 @@ impl WriteTarget {
                     let text = parent
                         .read_link_contents(name)
                         .map_err(|e| with_path(path, e))?;
-                    let link_dir = canonical_under_root(root.dir(), parent_rel)
-                        .map_err(|e| with_path(path, e))?;
+                    let link_dir = if text.is_absolute() {
+                        PathBuf::new()
+                    } else {
+                        resolve::resolve_links(root, parent_rel, true)
+                            .map_err(|e| with_path(path, e))?
+                    };
+                    let text = absolute_text_under_root(root, &text)
+                        .ok_or_else(|| errors::escape(path))?;
                     rel = match walk::join_link_target(&link_dir, &text) {
                         Some(next) if !next.as_os_str().is_empty() => next,
                         Some(_) => return Err(errors::is_a_directory(path)),
@@ -90,12 +96,14 @@ impl WriteTarget {
     }
 }
 
-/// The physical location of `rel` below `root`, symlinks resolved (relative to the root).
-fn canonical_under_root(root: &Dir, rel: &Path) -> io::Result<std::path::PathBuf> {
-    if rel.as_os_str().is_empty() {
-        return Ok(std::path::PathBuf::new());
+/// A relative link text as it is; an absolute one relative to the root when it names a place
+/// inside the root, `None` otherwise.
+fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
+    if !text.is_absolute() {
+        return Some(text.to_path_buf());
     }
-    root.canonicalize(rel)
+    let absolute = AbsolutePathBuf::new(text).ok()?;
+    absolute.strip_prefix(root.path()).map(Path::to_path_buf)
 }
 
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
