@@ -24,11 +24,16 @@
 //! ```
 
 pub mod artifact;
+mod environment;
 mod file_system;
 mod local;
 mod path;
+pub mod protocol;
+mod remote;
 mod sandbox;
+pub mod server;
 
+pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
     ReadDirectoryEntry, RemoveOptions, RenameOptions,
@@ -38,4 +43,5 @@ pub use local::{
     COPY_UNSUPPORTED_TYPE, DEFAULT_READ_LIMIT, LocalFileSystem,
 };
 pub use path::AbsolutePathBuf;
+pub use remote::{RemoteFileSystem, RemoteOptions};
 pub use sandbox::{Access, Root, Sandbox};

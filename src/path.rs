@@ -149,6 +149,19 @@ impl TryFrom<PathBuf> for AbsolutePathBuf {
     }
 }
 
+impl serde::Serialize for AbsolutePathBuf {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0.to_string_lossy())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AbsolutePathBuf {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::new(text).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,8 +47,8 @@ pub(crate) fn copy(
             .and_then(|parent| parent.read_link_contents(name))
             .map_err(|e| with_path(source, e))?;
         let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
-        let dst_parent = walk::open_parent(dst.root, dst_parent_rel)
-            .map_err(|e| with_path(destination, e))?;
+        let dst_parent =
+            walk::open_parent(dst.root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
         place_symlink(&dst_parent, dst_name, &text).map_err(|e| with_path(destination, e))
     } else if metadata.is_file() {
         copy_file(&src, source, &dst, destination)
@@ -109,8 +109,13 @@ fn copy_file(
             errors::COPY_ONTO_ITSELF,
         ));
     }
-    write_copy(file, &target.parent, &target.name, source_metadata.permissions())
-        .map_err(|e| with_path(destination, e))
+    write_copy(
+        file,
+        &target.parent,
+        &target.name,
+        source_metadata.permissions(),
+    )
+    .map_err(|e| with_path(destination, e))
 }
 
 /// Streams `file` into a new file that replaces `name` in `parent`, with `permissions`.
@@ -209,7 +214,9 @@ fn copy_tree(
         subdirs: copy_entries(&src_dir, &dst_dir, source, destination)?,
     }];
     loop {
-        let frame = stack.last_mut().expect("the walk stops when the stack is empty");
+        let frame = stack
+            .last_mut()
+            .expect("the walk stops when the stack is empty");
         if let Some(name) = frame.subdirs.pop() {
             let child = match src_dir.open_dir_nofollow(&name) {
                 Ok(child) => child,

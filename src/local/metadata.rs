@@ -3,8 +3,8 @@
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Inner, resolve};
 use super::errors::with_path;
+use super::{Inner, resolve};
 use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(

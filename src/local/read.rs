@@ -5,8 +5,8 @@ use std::io::{self, Read};
 use cap_std::fs::{File, OpenOptions, OpenOptionsExt};
 use rustix::fs::OFlags;
 
-use super::{Inner, resolve};
 use super::errors::{self, with_path};
+use super::{Inner, resolve};
 use crate::AbsolutePathBuf;
 
 /// Options that open anything without blocking (a FIFO with no writer, a terminal) and without

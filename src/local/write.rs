@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::{Dir, File, Metadata, Permissions};
 use cap_tempfile::TempFile;
 
-use super::{Inner, resolve};
 use super::errors::{self, with_path};
 use super::walk::{self, MAX_SYMLINK_HOPS};
+use super::{Inner, resolve};
 use crate::AbsolutePathBuf;
 use crate::sandbox::{Resolved, Root};
 

@@ -1,0 +1,150 @@
+//! Maps one wire request to one trait call and its result back to the wire. Never touches the
+//! file system itself: everything goes through [`ExecutorFileSystem`].
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::protocol::{
+    CopyParams, CreateDirectoryParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, PathParams, ReadDirectoryResponse, ReadFileResponse, RemoveParams,
+    RenameParams, WriteFileParams,
+};
+use crate::{
+    CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
+};
+
+/// Every fs method the server answers.
+pub const FS_METHODS: &[&str] = &[
+    FS_READ_FILE_METHOD,
+    FS_WRITE_FILE_METHOD,
+    FS_CREATE_DIRECTORY_METHOD,
+    FS_GET_METADATA_METHOD,
+    FS_READ_DIRECTORY_METHOD,
+    FS_REMOVE_METHOD,
+    FS_COPY_METHOD,
+    FS_RENAME_METHOD,
+];
+
+/// What a request did, for logs: the paths it named and the bytes it moved.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub paths: Vec<String>,
+    pub bytes: u64,
+}
+
+/// Runs the fs method `method` with `params` on `fs`.
+pub async fn dispatch(
+    fs: &dyn ExecutorFileSystem,
+    method: &str,
+    params: Option<Value>,
+    outcome: &mut Outcome,
+) -> Result<Value, ErrorObject> {
+    let io = |e: std::io::Error| ErrorObject::from_io(&e);
+    match method {
+        FS_READ_FILE_METHOD => {
+            let p: PathParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let data = fs.read_file(&p.path).await.map_err(io)?;
+            outcome.bytes = data.len() as u64;
+            reply(ReadFileResponse {
+                data_base64: STANDARD.encode(&data),
+            })
+        }
+        FS_WRITE_FILE_METHOD => {
+            let p: WriteFileParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let data = STANDARD.decode(p.data_base64.as_bytes()).map_err(|e| {
+                invalid_input(
+                    INVALID_REQUEST,
+                    format!("dataBase64 is not valid base64: {e}"),
+                )
+            })?;
+            outcome.bytes = data.len() as u64;
+            fs.write_file(&p.path, data).await.map_err(io)?;
+            reply(serde_json::json!({}))
+        }
+        FS_CREATE_DIRECTORY_METHOD => {
+            let p: CreateDirectoryParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let options = CreateDirectoryOptions {
+                recursive: p.recursive.unwrap_or(true),
+            };
+            fs.create_directory(&p.path, options).await.map_err(io)?;
+            reply(serde_json::json!({}))
+        }
+        FS_GET_METADATA_METHOD => {
+            let p: PathParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let metadata = fs.get_metadata(&p.path).await.map_err(io)?;
+            reply(GetMetadataResponse::from(metadata))
+        }
+        FS_READ_DIRECTORY_METHOD => {
+            let p: PathParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let entries = fs.read_directory(&p.path).await.map_err(io)?;
+            reply(ReadDirectoryResponse {
+                entries: entries.into_iter().map(Into::into).collect(),
+            })
+        }
+        FS_REMOVE_METHOD => {
+            let p: RemoveParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let options = RemoveOptions {
+                recursive: p.recursive.unwrap_or(true),
+                force: p.force.unwrap_or(true),
+            };
+            fs.remove(&p.path, options).await.map_err(io)?;
+            reply(serde_json::json!({}))
+        }
+        FS_COPY_METHOD => {
+            let p: CopyParams = parse(params)?;
+            outcome.paths.push(p.source_path.to_string());
+            outcome.paths.push(p.destination_path.to_string());
+            let options = CopyOptions {
+                recursive: p.recursive.unwrap_or(false),
+            };
+            fs.copy(&p.source_path, &p.destination_path, options)
+                .await
+                .map_err(io)?;
+            reply(serde_json::json!({}))
+        }
+        FS_RENAME_METHOD => {
+            let p: RenameParams = parse(params)?;
+            outcome.paths.push(p.source_path.to_string());
+            outcome.paths.push(p.destination_path.to_string());
+            let options = RenameOptions {
+                overwrite: p.overwrite.unwrap_or(false),
+            };
+            fs.rename(&p.source_path, &p.destination_path, options)
+                .await
+                .map_err(io)?;
+            reply(serde_json::json!({}))
+        }
+        other => Err(ErrorObject::new(
+            METHOD_NOT_FOUND,
+            format!("unknown method: {other}"),
+        )),
+    }
+}
+
+fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
+    serde_json::from_value(params.unwrap_or(Value::Null))
+        .map_err(|e| invalid_input(INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn invalid_input(code: i64, message: String) -> ErrorObject {
+    ErrorObject {
+        code,
+        message,
+        data: Some(serde_json::json!({ "kind": "InvalidInput" })),
+    }
+}
+
+fn reply(value: impl Serialize) -> Result<Value, ErrorObject> {
+    Ok(serde_json::to_value(value).expect("protocol results always serialize"))
+}
