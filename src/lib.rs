@@ -45,3 +45,8 @@ pub use local::{
 pub use path::AbsolutePathBuf;
 pub use remote::{RemoteFileSystem, RemoteOptions};
 pub use sandbox::{Access, Root, Sandbox};
+
+/// The README's examples, compiled and run as doctests so they never rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
