@@ -4,16 +4,18 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use capfs::server::{self, Server, ServerConfig};
 use capfs::{
-    AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, Environment, ExecutorFileSystem,
-    LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
+    AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, LocalFileSystem,
+    RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
 };
+
+mod transfer;
+use transfer::Backend;
 
 /// A file system for AI agents' tools that cannot be escaped.
 #[derive(Parser)]
@@ -153,8 +155,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Serve(args) = cli.command {
         return serve(&cli.target, args, token).await;
     }
-    let fs = open_target(&cli.target, token).await?;
-    let fs = fs.as_ref();
+    let backend = open_target(&cli.target, token).await?;
+    let fs = backend.file_system();
     match cli.command {
         Command::Serve(_) => unreachable!("handled above"),
         Command::Ls { path } => {
@@ -212,18 +214,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             destination,
         } => {
             let p = sandbox_path(&source)?;
-            let what = format!("get {source}");
-            let data = fs.read_file(&p).await.map_err(context(what.clone()))?;
-            write_local_atomically(&destination, &data).map_err(context(what))?;
+            transfer::get(&backend, &p, &destination)
+                .await
+                .map_err(context(format!("get {source}")))?;
         }
         Command::Put {
             source,
             destination,
         } => {
             let p = sandbox_path(&destination)?;
-            let what = format!("put {}", source.display());
-            let data = std::fs::read(&source).map_err(context(what.clone()))?;
-            fs.write_file(&p, data).await.map_err(context(what))?;
+            transfer::put(&backend, &source, &p)
+                .await
+                .map_err(context(format!("put {}", source.display())))?;
         }
         Command::Cp {
             recursive,
@@ -297,15 +299,16 @@ fn build_sandbox(target: &Target) -> io::Result<Sandbox> {
     Ok(sandbox)
 }
 
-async fn open_target(
-    target: &Target,
-    token: Option<String>,
-) -> Result<Arc<dyn ExecutorFileSystem>, Failure> {
+async fn open_target(target: &Target, token: Option<String>) -> Result<Backend, Failure> {
     if let Some(url) = &target.remote {
-        let env = Environment::remote(url, token)
+        let options = RemoteOptions {
+            token,
+            ..RemoteOptions::default()
+        };
+        let remote = RemoteFileSystem::connect(url, options)
             .await
             .map_err(context(format!("connecting to {url}")))?;
-        return Ok(env.file_system());
+        return Ok(Backend::Remote(remote));
     }
     if target.root.is_empty() && target.read_only.is_empty() {
         return Err((
@@ -317,7 +320,7 @@ async fn open_target(
         ));
     }
     let sandbox = build_sandbox(target).map_err(context("opening the sandbox roots"))?;
-    Ok(Environment::local(sandbox).file_system())
+    Ok(Backend::Local(LocalFileSystem::new(sandbox)))
 }
 
 async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Result<(), Failure> {
@@ -373,25 +376,4 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
     }
-}
-
-/// Writes `data` to `path` through a temporary file beside it and a rename, so an interrupted
-/// `get` never leaves a half-written destination.
-fn write_local_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "destination has no file name")
-    })?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".capfs-{}", std::process::id()));
-    let temp = dir.join(temp_name);
-    let result = std::fs::write(&temp, data).and_then(|()| std::fs::rename(&temp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }

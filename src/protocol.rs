@@ -33,6 +33,37 @@ pub const FS_COPY_METHOD: &str = "fs/copy";
 /// `fs/rename`.
 pub const FS_RENAME_METHOD: &str = "fs/rename";
 
+/// `capfs/readFileStream`: a capfs extension; the contents follow as data frames.
+pub const CAPFS_READ_FILE_STREAM_METHOD: &str = "capfs/readFileStream";
+/// `capfs/writeFileStream`: a capfs extension; the contents follow as data frames.
+pub const CAPFS_WRITE_FILE_STREAM_METHOD: &str = "capfs/writeFileStream";
+
+/// First byte of a data frame. JSON text never starts with it, so a binary frame is a data frame
+/// exactly when it starts with this byte.
+pub const DATA_FRAME_TAG: u8 = 0x00;
+/// Length of a data frame's header: the tag and the stream id (u64, big-endian).
+pub const DATA_FRAME_HEADER_LEN: usize = 9;
+/// The payload size capfs puts in one data frame.
+pub const DATA_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The header of a data frame of stream `stream_id`.
+pub fn data_frame_header(stream_id: u64) -> [u8; DATA_FRAME_HEADER_LEN] {
+    let mut header = [0u8; DATA_FRAME_HEADER_LEN];
+    header[0] = DATA_FRAME_TAG;
+    header[1..].copy_from_slice(&stream_id.to_be_bytes());
+    header
+}
+
+/// The stream id of a data frame, or `None` when `frame` is not one.
+pub fn data_frame_stream(frame: &[u8]) -> Option<u64> {
+    if frame.len() < DATA_FRAME_HEADER_LEN || frame[0] != DATA_FRAME_TAG {
+        return None;
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&frame[1..DATA_FRAME_HEADER_LEN]);
+    Some(u64::from_be_bytes(id))
+}
+
 /// Not valid JSON (the capfs server answers malformed input with [`INVALID_REQUEST`]).
 pub const PARSE_ERROR: i64 = -32700;
 /// Not a valid request, an `InvalidInput` failure, or a handshake-order violation.
@@ -194,6 +225,42 @@ pub struct ServerCapabilities {
     pub version: String,
     /// The largest message the server accepts, in bytes.
     pub max_message_bytes: u64,
+    /// The server understands [`CAPFS_READ_FILE_STREAM_METHOD`],
+    /// [`CAPFS_WRITE_FILE_STREAM_METHOD`] and data frames.
+    #[serde(default)]
+    pub data_frames: bool,
+}
+
+/// Params of [`CAPFS_READ_FILE_STREAM_METHOD`]. The server answers with data frames of
+/// `streamId` carrying the contents in order, then with [`StreamResponse`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadStreamParams {
+    /// An absolute path.
+    pub path: AbsolutePathBuf,
+    /// Chosen by the client, unique among its open streams on the connection.
+    pub stream_id: u64,
+}
+
+/// Params of [`CAPFS_WRITE_FILE_STREAM_METHOD`]. The client sends exactly `size` bytes as data
+/// frames of `streamId` after the request; the server replaces the file once it has them all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteStreamParams {
+    /// An absolute path.
+    pub path: AbsolutePathBuf,
+    /// Chosen by the client, unique among its open streams on the connection.
+    pub stream_id: u64,
+    /// How many bytes follow.
+    pub size: u64,
+}
+
+/// Result of both stream methods: how many bytes the data frames carried.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamResponse {
+    /// Bytes carried by the stream's data frames.
+    pub size: u64,
 }
 
 /// Params with a single `path`.

@@ -101,6 +101,41 @@ impl LocalFileSystem {
         self.inner.read_limit
     }
 
+    /// Opens a regular file for streaming reads: the handle and the file's size at opening. The
+    /// handle stays on the file that was opened, whatever is renamed afterwards.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExecutorFileSystem::read_file`].
+    pub async fn open_read(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<(std::fs::File, u64)> {
+        let path = path.clone();
+        self.run(move |fs| {
+            read::open_for_read(fs, &path).map(|(file, size)| (file.into_std(), size))
+        })
+        .await
+    }
+
+    /// Writes a file of exactly `size` bytes received as chunks, atomically like
+    /// [`ExecutorFileSystem::write_file`]: if the channel closes early, or carries more than
+    /// `size` bytes, the file is left as it was and nothing is left behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExecutorFileSystem::write_file`]; `UnexpectedEof` for a stream that ends early.
+    pub async fn write_file_stream(
+        &self,
+        path: &AbsolutePathBuf,
+        size: u64,
+        mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    ) -> FileSystemResult<()> {
+        let path = path.clone();
+        self.run(move |fs| write::write_stream(fs, &path, size, || chunks.blocking_recv()))
+            .await
+    }
+
     async fn run<T, F>(&self, op: F) -> FileSystemResult<T>
     where
         T: Send + 'static,

@@ -28,6 +28,22 @@ pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
 }
 
 pub(crate) fn read_file(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Vec<u8>> {
+    let (file, size) = open_for_read(fs, path)?;
+    let limit = fs.read_limit;
+    let mut contents = Vec::with_capacity(size as usize);
+    (&file)
+        .take(limit + 1)
+        .read_to_end(&mut contents)
+        .map_err(|e| with_path(path, e))?;
+    if contents.len() as u64 > limit {
+        return Err(errors::too_large(limit));
+    }
+    Ok(contents)
+}
+
+/// Opens a regular file for reading and returns it with its size, refusing directories, special
+/// files and files over the read limit before anything is allocated for them.
+pub(crate) fn open_for_read(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<(File, u64)> {
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
     let options = nonblocking_read_options();
@@ -35,12 +51,6 @@ pub(crate) fn read_file(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Vec<u8
         root.dir().open_with(p, &options)
     })
     .map_err(|e| open_error(path, e))?;
-    read_opened(&file, path, fs.read_limit)
-}
-
-/// Reads a whole regular file from an open handle, refusing directories, special files and
-/// files over `limit` before allocating anything for them.
-fn read_opened(file: &File, path: &AbsolutePathBuf, limit: u64) -> io::Result<Vec<u8>> {
     let metadata = file.metadata().map_err(|e| with_path(path, e))?;
     if metadata.is_dir() {
         return Err(errors::is_a_directory(path));
@@ -48,15 +58,8 @@ fn read_opened(file: &File, path: &AbsolutePathBuf, limit: u64) -> io::Result<Ve
     if !metadata.is_file() {
         return Err(errors::not_regular_file(path));
     }
-    if metadata.len() > limit {
-        return Err(errors::too_large(limit));
+    if metadata.len() > fs.read_limit {
+        return Err(errors::too_large(fs.read_limit));
     }
-    let mut contents = Vec::with_capacity(metadata.len() as usize);
-    file.take(limit + 1)
-        .read_to_end(&mut contents)
-        .map_err(|e| with_path(path, e))?;
-    if contents.len() as u64 > limit {
-        return Err(errors::too_large(limit));
-    }
-    Ok(contents)
+    Ok((file, metadata.len()))
 }

@@ -15,14 +15,50 @@ use crate::AbsolutePathBuf;
 use crate::sandbox::{Resolved, Root};
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
+    write_with(fs, path, |file| file.write_all(contents))
+}
+
+/// Writes exactly `size` bytes taken from `next_chunk` (`None` ends the stream early), then
+/// replaces the file. A stream that ends early or runs long fails and leaves the file as it was.
+pub(crate) fn write_stream(
+    fs: &Inner,
+    path: &AbsolutePathBuf,
+    size: u64,
+    mut next_chunk: impl FnMut() -> Option<bytes::Bytes>,
+) -> io::Result<()> {
+    write_with(fs, path, |file| {
+        let mut written = 0u64;
+        while written < size {
+            let chunk = next_chunk().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the data stream ended after {written} of {size} bytes"),
+                )
+            })?;
+            written += chunk.len() as u64;
+            if written > size {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("the data stream carried more than the announced {size} bytes"),
+                ));
+            }
+            file.write_all(&chunk)?;
+        }
+        Ok(())
+    })
+}
+
+/// Resolves the write target of `path` and replaces it with what `fill` writes.
+fn write_with(
+    fs: &Inner,
+    path: &AbsolutePathBuf,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
     let permissions = target.existing_file_permissions(path)?;
-    replace_file(&target.parent, &target.name, permissions, |file| {
-        file.write_all(contents)
-    })
-    .map_err(|e| with_path(path, e))
+    replace_file(&target.parent, &target.name, permissions, fill).map_err(|e| with_path(path, e))
 }
 
 /// Where a write lands: a directory handle and a name in it, after following symlinks.

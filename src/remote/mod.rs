@@ -14,10 +14,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -26,12 +28,14 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
-    CopyParams, CreateDirectoryParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INITIALIZE_METHOD,
-    INITIALIZED_METHOD, InitializeParams, InitializeResponse, Message, Notification, PathParams,
-    ReadDirectoryResponse, ReadFileResponse, RemoveParams, RenameParams, Request, RequestId,
-    WriteFileParams,
+    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams,
+    CreateDirectoryParams, DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, FS_COPY_METHOD,
+    FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
+    GetMetadataResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
+    InitializeResponse, Message, Notification, PathParams, ReadDirectoryResponse, ReadFileResponse,
+    ReadStreamParams, RemoveParams, RenameParams, Request, RequestId, StreamResponse,
+    WriteFileParams, WriteStreamParams, data_frame_header, data_frame_stream,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
@@ -62,6 +66,18 @@ impl Default for RemoteOptions {
 type Reply = Result<Value, ErrorObject>;
 /// Calls awaiting their response; `None` once the connection is gone.
 type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
+/// Streamed reads receiving data frames, by stream id.
+type Downloads = Arc<Mutex<HashMap<u64, mpsc::Sender<Bytes>>>>;
+
+/// Messages queued for the connection's writer: with data frames of 256 KiB, at most 8 MiB.
+const OUT_QUEUE_MESSAGES: usize = 32;
+/// Data frames a streamed read may have queued between the socket and its consumer.
+const DOWNLOAD_QUEUE_CHUNKS: usize = 8;
+/// Streamed writes at once per connection, well below the server's in-flight bound so that the
+/// server never has to refuse one.
+const MAX_UPLOADS: usize = 16;
+/// Writes at least this large use data frames when the server offers them.
+const STREAM_WRITE_THRESHOLD: usize = 64 * 1024;
 
 /// An [`ExecutorFileSystem`] served by a remote `capfs serve`.
 ///
@@ -84,9 +100,11 @@ pub struct RemoteFileSystem {
 struct Client {
     out: mpsc::Sender<WsMessage>,
     pending: Pending,
+    downloads: Downloads,
+    upload_slots: tokio::sync::Semaphore,
     next_id: AtomicI64,
     reader: JoinHandle<()>,
-    server: Option<crate::protocol::ServerCapabilities>,
+    data_frames: bool,
 }
 
 impl Drop for Client {
@@ -164,7 +182,7 @@ impl RemoteFileSystem {
             .map_err(|e| connect_error(url, e))?;
 
         let (mut sink, mut stream) = ws.split();
-        let (out, mut out_rx) = mpsc::channel::<WsMessage>(256);
+        let (out, mut out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
         tokio::spawn(async move {
             while let Some(message) = out_rx.recv().await {
                 if sink.send(message).await.is_err() {
@@ -175,11 +193,26 @@ impl RemoteFileSystem {
         });
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let reader_pending = Arc::clone(&pending);
+        let downloads: Downloads = Arc::default();
+        let reader_downloads = Arc::clone(&downloads);
         let reader = tokio::spawn(async move {
             while let Some(Ok(frame)) = stream.next().await {
                 let bytes = match &frame {
                     WsMessage::Text(text) => text.as_bytes(),
-                    WsMessage::Binary(bytes) => bytes.as_ref(),
+                    WsMessage::Binary(bytes) => {
+                        if let Some(stream_id) = data_frame_stream(bytes) {
+                            let consumer = reader_downloads
+                                .lock()
+                                .expect("downloads lock")
+                                .get(&stream_id)
+                                .cloned();
+                            if let Some(consumer) = consumer {
+                                let _ = consumer.send(bytes.slice(DATA_FRAME_HEADER_LEN..)).await;
+                            }
+                            continue;
+                        }
+                        bytes.as_ref()
+                    }
                     WsMessage::Close(_) => break,
                     _ => continue,
                 };
@@ -200,13 +233,16 @@ impl RemoteFileSystem {
             }
             // Dropping every waiter wakes each pending call with `BrokenPipe`.
             reader_pending.lock().expect("pending map lock").take();
+            reader_downloads.lock().expect("downloads lock").clear();
         });
         let mut client = Client {
             out,
             pending,
+            downloads,
+            upload_slots: tokio::sync::Semaphore::new(MAX_UPLOADS),
             next_id: AtomicI64::new(1),
             reader,
-            server: None,
+            data_frames: false,
         };
         let params = InitializeParams {
             client_name: options.client_name.clone(),
@@ -217,14 +253,165 @@ impl RemoteFileSystem {
         )
         .await
         .map_err(|_| timed_out("initialize", options.connect_timeout))??;
-        client.server = initialized.capfs;
+        client.data_frames = initialized.capfs.is_some_and(|c| c.data_frames);
         client.notify(INITIALIZED_METHOD).await?;
         Ok(Self {
             client: Arc::new(client),
         })
     }
 
+    /// True when the server offers capfs's data frames, so large files move without base64 and
+    /// without a bound on their size.
+    pub fn supports_data_frames(&self) -> bool {
+        self.client.data_frames
+    }
+
+    /// Streams the file at `path` into `writer`, calling `progress` with the running byte count.
+    /// Memory stays bounded whatever the file size. Returns the number of bytes written.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExecutorFileSystem::read_file`]; the error of `writer`; `BrokenPipe` when the
+    /// connection drops. What was already written to `writer` stays there.
+    pub async fn read_file_to<W>(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut W,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> io::Result<u64>
+    where
+        W: tokio::io::AsyncWrite + Unpin + Send,
+    {
+        if !self.client.data_frames {
+            let data = self.read_file(path).await?;
+            writer.write_all(&data).await?;
+            progress(data.len() as u64);
+            return Ok(data.len() as u64);
+        }
+        let client = &self.client;
+        let stream_id = client.new_id() as u64;
+        let (tx, mut chunks) = mpsc::channel(DOWNLOAD_QUEUE_CHUNKS);
+        client
+            .downloads
+            .lock()
+            .expect("downloads lock")
+            .insert(stream_id, tx);
+        let _registered = Registered(&client.downloads, stream_id);
+        let params = ReadStreamParams {
+            path: path.clone(),
+            stream_id,
+        };
+        let mut reply = client
+            .start_call(CAPFS_READ_FILE_STREAM_METHOD, params)
+            .await?;
+        let mut received = 0u64;
+        let reply = loop {
+            tokio::select! {
+                biased;
+                chunk = chunks.recv() => match chunk {
+                    Some(chunk) => {
+                        writer.write_all(&chunk).await?;
+                        received += chunk.len() as u64;
+                        progress(received);
+                    }
+                    None => break (&mut reply).await,
+                },
+                reply = &mut reply => break reply,
+            }
+        };
+        // Every data frame precedes the reply on the socket, so the rest are queued already.
+        while let Ok(chunk) = chunks.try_recv() {
+            writer.write_all(&chunk).await?;
+            received += chunk.len() as u64;
+            progress(received);
+        }
+        writer.flush().await?;
+        let announced: StreamResponse = finish(CAPFS_READ_FILE_STREAM_METHOD, reply)?;
+        if announced.size != received {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: received {received} bytes of {}", announced.size),
+            ));
+        }
+        Ok(received)
+    }
+
+    /// Streams `size` bytes from `reader` into the file at `path`, which is replaced atomically
+    /// once they have all arrived. Memory stays bounded whatever the size.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExecutorFileSystem::write_file`]; `UnexpectedEof` when `reader` ends before `size`
+    /// bytes (the file is then left as it was); `BrokenPipe` when the connection drops.
+    pub async fn write_file_from<R>(
+        &self,
+        path: &AbsolutePathBuf,
+        size: u64,
+        reader: &mut R,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> io::Result<()>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send,
+    {
+        if !self.client.data_frames {
+            let mut data = Vec::new();
+            (&mut *reader).take(size).read_to_end(&mut data).await?;
+            if (data.len() as u64) < size {
+                return Err(short_source(data.len() as u64, size));
+            }
+            self.write_file(path, data).await?;
+            progress(size);
+            return Ok(());
+        }
+        let client = &self.client;
+        let _slot = client
+            .upload_slots
+            .acquire()
+            .await
+            .map_err(|_| connection_lost())?;
+        let stream_id = client.new_id() as u64;
+        let params = WriteStreamParams {
+            path: path.clone(),
+            stream_id,
+            size,
+        };
+        let mut reply = client
+            .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
+            .await?;
+        let header = data_frame_header(stream_id);
+        let mut sent = 0u64;
+        while sent < size {
+            if let Ok(early) = reply.try_recv() {
+                // Refused before all the data went out (bad path, read-only root, ...).
+                let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
+                break;
+            }
+            let want = (size - sent).min(DATA_CHUNK_BYTES as u64) as usize;
+            let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
+            frame.extend_from_slice(&header);
+            let n = (&mut *reader)
+                .take(want as u64)
+                .read_to_end(&mut frame)
+                .await
+                .inspect_err(|_| client.abort_upload(&header))?;
+            if n == 0 {
+                client.abort_upload(&header);
+                return Err(short_source(sent, size));
+            }
+            client
+                .out
+                .send(WsMessage::Binary(frame.into()))
+                .await
+                .map_err(|_| connection_lost())?;
+            sent += n as u64;
+            progress(sent);
+        }
+        let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
+        Ok(())
+    }
+
     /// True when the connection is gone; every call then fails with `BrokenPipe`.
+
     pub fn is_closed(&self) -> bool {
         self.client
             .pending
@@ -234,13 +421,64 @@ impl RemoteFileSystem {
     }
 }
 
+/// Removes a streamed read's consumer when the read ends, however it ends.
+struct Registered<'a>(&'a Downloads, u64);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.lock().expect("downloads lock").remove(&self.1);
+    }
+}
+
+fn short_source(got: u64, size: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("the source ended after {got} of {size} bytes"),
+    )
+}
+
+/// Decodes a reply: the server's error as the `io::Error` it stands for, a result as `T`.
+fn finish<T: DeserializeOwned>(
+    method: &str,
+    reply: Result<Reply, oneshot::error::RecvError>,
+) -> io::Result<T> {
+    let value = reply
+        .map_err(|_| connection_lost())?
+        .map_err(ErrorObject::into_io)?;
+    serde_json::from_value(value).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{method}: unexpected result from server: {e}"),
+        )
+    })
+}
+
 impl Client {
+    fn new_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Tells the server to give up a streamed write: an empty data frame of its stream.
+    fn abort_upload(&self, header: &[u8; DATA_FRAME_HEADER_LEN]) {
+        let _ = self.out.try_send(WsMessage::Binary(header.to_vec().into()));
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         method: &str,
         params: impl Serialize,
     ) -> io::Result<T> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let reply = self.start_call(method, params).await?;
+        finish(method, reply.await)
+    }
+
+    /// Sends a request and returns the receiver of its reply.
+    async fn start_call(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> io::Result<oneshot::Receiver<Reply>> {
+        let id = self.new_id();
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().expect("pending map lock");
@@ -261,14 +499,7 @@ impl Client {
             self.forget(id);
             return Err(connection_lost());
         }
-        let reply = rx.await.map_err(|_| connection_lost())?;
-        let value = reply.map_err(ErrorObject::into_io)?;
-        serde_json::from_value(value).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{method}: unexpected result from server: {e}"),
-            )
-        })
+        Ok(rx)
     }
 
     fn forget(&self, id: i64) {
@@ -296,6 +527,11 @@ struct Empty {}
 #[async_trait]
 impl ExecutorFileSystem for RemoteFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
+        if self.client.data_frames {
+            let mut data = Vec::new();
+            self.read_file_to(path, &mut data, &mut |_| {}).await?;
+            return Ok(data);
+        }
         let params = PathParams { path: path.clone() };
         let response: ReadFileResponse = self.client.call(FS_READ_FILE_METHOD, params).await?;
         STANDARD
@@ -309,6 +545,12 @@ impl ExecutorFileSystem for RemoteFileSystem {
     }
 
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
+        if self.client.data_frames && contents.len() >= STREAM_WRITE_THRESHOLD {
+            let size = contents.len() as u64;
+            return self
+                .write_file_from(path, size, &mut contents.as_slice(), &mut |_| {})
+                .await;
+        }
         let params = WriteFileParams {
             path: path.clone(),
             data_base64: STANDARD.encode(&contents),

@@ -6,7 +6,9 @@
 //! (`handler.rs`) maps requests to trait calls.
 
 mod handler;
+mod stream;
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,11 +27,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
+    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
     DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, ErrorResponse as WireError, INITIALIZE_METHOD,
     INITIALIZED_METHOD, INVALID_REQUEST, InitializeResponse, MALFORMED_MESSAGE_PREFIX,
     METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE,
-    Request as WireRequest, RequestId, Response as WireResponse, ServerCapabilities,
-    UNKNOWN_REQUEST_ID,
+    Request as WireRequest, RequestId, Response as WireResponse, SERVER_BUSY, ServerCapabilities,
+    UNKNOWN_REQUEST_ID, data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 pub use handler::FS_METHODS;
@@ -40,6 +43,10 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// Default bound on requests running at once on one connection; further requests wait unread.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+/// Messages queued for one connection's writer. With data frames of 256 KiB this bounds what a
+/// streamed read can have in memory at 8 MiB per connection.
+const OUT_QUEUE_MESSAGES: usize = 32;
 
 /// How `capfs serve` listens and what it allows.
 #[derive(Clone, Debug)]
@@ -270,6 +277,8 @@ struct Connection {
     id: u64,
     state: Handshake,
     in_flight: Arc<Semaphore>,
+    /// Streamed writes still expecting data frames, by stream id.
+    uploads: HashMap<u64, stream::Upload>,
 }
 
 impl Connection {
@@ -280,6 +289,7 @@ impl Connection {
             id,
             state: Handshake::AwaitingInitialize,
             in_flight,
+            uploads: HashMap::new(),
         }
     }
 
@@ -291,7 +301,7 @@ impl Connection {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (mut sink, mut stream) = ws.split();
-        let (out_tx, mut out_rx) = mpsc::channel::<WsMessage>(256);
+        let (out_tx, mut out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
         let writer = tokio::spawn(async move {
             while let Some(message) = out_rx.recv().await {
                 if sink.send(message).await.is_err() {
@@ -305,9 +315,15 @@ impl Connection {
                 _ = stop.wait_for(|stopping| *stopping) => break,
                 incoming = stream.next() => incoming,
             };
-            let bytes = match incoming {
-                Some(Ok(WsMessage::Text(text))) => text.as_bytes().to_vec(),
-                Some(Ok(WsMessage::Binary(bytes))) => bytes.to_vec(),
+            match incoming {
+                Some(Ok(WsMessage::Text(text))) => self.on_message(text.as_bytes(), &out_tx).await,
+                Some(Ok(WsMessage::Binary(bytes))) => match data_frame_stream(&bytes) {
+                    Some(stream_id) => {
+                        let payload = bytes.slice(DATA_FRAME_HEADER_LEN..);
+                        stream::route_data(&mut self.uploads, stream_id, payload).await;
+                    }
+                    None => self.on_message(&bytes, &out_tx).await,
+                },
                 Some(Ok(WsMessage::Close(_))) | None => break,
                 Some(Ok(_)) => continue,
                 Some(Err(WsError::Capacity(e))) => {
@@ -327,9 +343,11 @@ impl Connection {
                     tracing::debug!(connection = self.id, "read failed: {e}");
                     break;
                 }
-            };
-            self.on_message(&bytes, &out_tx).await;
+            }
         }
+        // Streamed writes still waiting for data will never get it: they fail and leave their
+        // files as they were.
+        self.uploads.clear();
         // Let every running request finish and queue its response before the writer closes.
         let _ = self
             .in_flight
@@ -387,7 +405,9 @@ impl Connection {
             send(out, reply_message(id, reply)).await;
             return;
         }
-        if !FS_METHODS.contains(&method.as_str()) {
+        let is_stream =
+            method == CAPFS_READ_FILE_STREAM_METHOD || method == CAPFS_WRITE_FILE_STREAM_METHOD;
+        if !is_stream && !FS_METHODS.contains(&method.as_str()) {
             let error = ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"));
             send(out, error_message(id, error)).await;
             return;
@@ -405,9 +425,47 @@ impl Connection {
             .await;
             return;
         }
-        let Ok(permit) = Arc::clone(&self.in_flight).acquire_owned().await else {
-            return;
+        // A streamed write must not wait for a permit here: the data frames that would let the
+        // running writes finish arrive behind it on this same socket. It is refused instead.
+        let permit = if method == CAPFS_WRITE_FILE_STREAM_METHOD {
+            match Arc::clone(&self.in_flight).try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    let message = format!(
+                        "server busy: {} requests already in flight on this connection",
+                        self.shared.config.max_in_flight
+                    );
+                    send(
+                        out,
+                        error_message(id, ErrorObject::new(SERVER_BUSY, message)),
+                    )
+                    .await;
+                    return;
+                }
+            }
+        } else {
+            match Arc::clone(&self.in_flight).acquire_owned().await {
+                Ok(permit) => permit,
+                Err(_) => return,
+            }
         };
+        if is_stream {
+            let fs = self.shared.fs.clone();
+            let out = out.clone();
+            if method == CAPFS_READ_FILE_STREAM_METHOD {
+                stream::start_read(fs, id, params, out, permit);
+            } else if let Err(error) = stream::start_write(
+                fs,
+                &mut self.uploads,
+                id.clone(),
+                params,
+                out.clone(),
+                permit,
+            ) {
+                send(&out, error_message(id, error)).await;
+            }
+            return;
+        }
         let shared = Arc::clone(&self.shared);
         let out = out.clone();
         let connection = self.id;
@@ -435,13 +493,14 @@ impl Connection {
             capfs: Some(ServerCapabilities {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 max_message_bytes: self.shared.config.max_message_bytes as u64,
+                data_frames: true,
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")
     }
 }
 
-fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> WsMessage {
+pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> WsMessage {
     match reply {
         Ok(result) => WsMessage::text(Message::Response(WireResponse { id, result }).to_text()),
         Err(error) => error_message(id, error),
@@ -452,7 +511,7 @@ fn error_message(id: RequestId, error: ErrorObject) -> WsMessage {
     WsMessage::text(Message::Error(WireError { id, error }).to_text())
 }
 
-async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {
+pub(crate) async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {
     // A closed writer means the peer is gone; there is no one left to tell.
     let _ = out.send(message).await;
 }

@@ -1,0 +1,167 @@
+//! The data-frame extension: `capfs/readFileStream` and `capfs/writeFileStream`.
+//!
+//! A streamed read sends the file as data frames (binary WebSocket frames: a zero tag byte, the
+//! stream id, then up to [`DATA_CHUNK_BYTES`] of contents) and then the JSON response with the
+//! byte count. A streamed write receives the data frames after its request and replaces the file
+//! once all `size` bytes have arrived. Memory stays bounded: a read has at most the writer
+//! channel's capacity in chunks queued, a write at most [`UPLOAD_QUEUE_CHUNKS`].
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use super::{reply_message, send};
+use crate::LocalFileSystem;
+use crate::protocol::{
+    DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
+    RequestId, StreamResponse, WriteStreamParams, data_frame_header,
+};
+
+/// Chunks a streamed write may have queued between the socket and the disk.
+pub(crate) const UPLOAD_QUEUE_CHUNKS: usize = 8;
+
+/// A streamed write still expecting data.
+pub(crate) struct Upload {
+    chunks: mpsc::Sender<Bytes>,
+    remaining: u64,
+}
+
+fn params<T: serde::de::DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
+    serde_json::from_value(params.unwrap_or(Value::Null)).map_err(|e| ErrorObject {
+        code: INVALID_PARAMS,
+        message: format!("invalid params: {e}"),
+        data: Some(serde_json::json!({ "kind": "InvalidInput" })),
+    })
+}
+
+fn stream_reply(result: io::Result<u64>) -> Result<Value, ErrorObject> {
+    result
+        .map(|size| serde_json::to_value(StreamResponse { size }).expect("serializable"))
+        .map_err(|e| ErrorObject::from_io(&e))
+}
+
+/// Starts a streamed read: opens the file, sends its contents as data frames, then the reply.
+pub(crate) fn start_read(
+    fs: LocalFileSystem,
+    id: RequestId,
+    raw_params: Option<Value>,
+    out: mpsc::Sender<WsMessage>,
+    permit: OwnedSemaphorePermit,
+) {
+    tokio::spawn(async move {
+        let reply = match params::<ReadStreamParams>(raw_params) {
+            Err(error) => Err(error),
+            Ok(p) => {
+                let sent = match fs.open_read(&p.path).await {
+                    Err(e) => Err(e),
+                    Ok((file, size)) => {
+                        let out = out.clone();
+                        tokio::task::spawn_blocking(move || {
+                            send_frames(file, size, p.stream_id, &out)
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(io::Error::other(e)))
+                    }
+                };
+                stream_reply(sent)
+            }
+        };
+        send(&out, reply_message(id, reply)).await;
+        drop(permit);
+    });
+}
+
+/// Sends at most `size` bytes of `file` as data frames; fewer when the file shrank meanwhile.
+fn send_frames(
+    mut file: std::fs::File,
+    size: u64,
+    stream_id: u64,
+    out: &mpsc::Sender<WsMessage>,
+) -> io::Result<u64> {
+    let header = data_frame_header(stream_id);
+    let mut sent = 0u64;
+    while sent < size {
+        let want = (size - sent).min(DATA_CHUNK_BYTES as u64) as usize;
+        let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
+        frame.extend_from_slice(&header);
+        frame.resize(DATA_FRAME_HEADER_LEN + want, 0);
+        let n = read_full(&mut file, &mut frame[DATA_FRAME_HEADER_LEN..])?;
+        if n == 0 {
+            break;
+        }
+        frame.truncate(DATA_FRAME_HEADER_LEN + n);
+        out.blocking_send(WsMessage::Binary(frame.into()))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
+        sent += n as u64;
+    }
+    Ok(sent)
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Starts a streamed write: registers the stream so data frames reach it, then writes them.
+pub(crate) fn start_write(
+    fs: LocalFileSystem,
+    uploads: &mut HashMap<u64, Upload>,
+    id: RequestId,
+    raw_params: Option<Value>,
+    out: mpsc::Sender<WsMessage>,
+    permit: OwnedSemaphorePermit,
+) -> Result<(), ErrorObject> {
+    let p: WriteStreamParams = params(raw_params)?;
+    if uploads.contains_key(&p.stream_id) {
+        return Err(ErrorObject {
+            code: INVALID_PARAMS,
+            message: format!("stream id {} is already in use", p.stream_id),
+            data: Some(serde_json::json!({ "kind": "InvalidInput" })),
+        });
+    }
+    let (tx, rx) = mpsc::channel(UPLOAD_QUEUE_CHUNKS);
+    if p.size > 0 {
+        uploads.insert(
+            p.stream_id,
+            Upload {
+                chunks: tx,
+                remaining: p.size,
+            },
+        );
+    }
+    tokio::spawn(async move {
+        let written = fs.write_file_stream(&p.path, p.size, rx).await;
+        let reply = stream_reply(written.map(|()| p.size));
+        send(&out, reply_message(id, reply)).await;
+        drop(permit);
+    });
+    Ok(())
+}
+
+/// Hands a data frame's payload to its streamed write. Frames of unknown streams (finished, or
+/// refused before their data arrived) are dropped.
+pub(crate) async fn route_data(uploads: &mut HashMap<u64, Upload>, stream_id: u64, payload: Bytes) {
+    let Some(upload) = uploads.get_mut(&stream_id) else {
+        return;
+    };
+    let len = payload.len() as u64;
+    let last = len >= upload.remaining;
+    upload.remaining = upload.remaining.saturating_sub(len);
+    let delivered = upload.chunks.send(payload).await.is_ok();
+    if last || !delivered {
+        uploads.remove(&stream_id);
+    }
+}

@@ -1,0 +1,165 @@
+//! `capfs get` and `capfs put`: stream between a local file and the sandbox with bounded memory,
+//! and a progress bar when stderr is a terminal.
+
+use std::io::{self, IsTerminal};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem};
+
+/// Bytes moved per step of a local transfer.
+const CHUNK: usize = 256 * 1024;
+
+/// The file system the client subcommands work on.
+pub enum Backend {
+    Local(LocalFileSystem),
+    Remote(RemoteFileSystem),
+}
+
+impl Backend {
+    pub fn file_system(&self) -> &dyn ExecutorFileSystem {
+        match self {
+            Backend::Local(fs) => fs,
+            Backend::Remote(fs) => fs,
+        }
+    }
+}
+
+fn progress_bar(len: u64) -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// A temporary file beside `destination`, renamed over it by [`Staged::commit`] and removed if
+/// dropped uncommitted, so an interrupted `get` never leaves a half-written destination.
+struct Staged {
+    temp: PathBuf,
+    destination: PathBuf,
+    committed: bool,
+}
+
+impl Staged {
+    fn new(destination: &Path) -> io::Result<Self> {
+        let name = destination.file_name().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: destination has no file name", destination.display()),
+            )
+        })?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".capfs-{}.part", std::process::id()));
+        Ok(Self {
+            temp: destination.with_file_name(temp_name),
+            destination: destination.to_path_buf(),
+            committed: false,
+        })
+    }
+
+    fn commit(mut self) -> io::Result<()> {
+        std::fs::rename(&self.temp, &self.destination)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Copies the sandbox file `source` to the local file `destination`.
+pub async fn get(
+    backend: &Backend,
+    source: &AbsolutePathBuf,
+    destination: &Path,
+) -> io::Result<()> {
+    let staged = Staged::new(destination)?;
+    let mut out = tokio::fs::File::create(&staged.temp).await?;
+    match backend {
+        Backend::Remote(fs) => {
+            let size = fs.get_metadata(source).await?.size;
+            let bar = progress_bar(size);
+            fs.read_file_to(source, &mut out, &mut |n| bar.set_position(n))
+                .await?;
+            bar.finish_and_clear();
+        }
+        Backend::Local(fs) => {
+            let (file, size) = fs.open_read(source).await?;
+            let bar = progress_bar(size);
+            let mut input = tokio::fs::File::from_std(file);
+            let mut buf = vec![0u8; CHUNK];
+            let mut copied = 0u64;
+            while copied < size {
+                let n = input.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                let n = n.min((size - copied) as usize);
+                out.write_all(&buf[..n]).await?;
+                copied += n as u64;
+                bar.set_position(copied);
+            }
+            bar.finish_and_clear();
+        }
+    }
+    out.flush().await?;
+    drop(out);
+    staged.commit()
+}
+
+/// Copies the local file `source` to the sandbox path `destination`.
+pub async fn put(
+    backend: &Backend,
+    source: &Path,
+    destination: &AbsolutePathBuf,
+) -> io::Result<()> {
+    let mut input = tokio::fs::File::open(source).await?;
+    let size = input.metadata().await?.len();
+    let bar = progress_bar(size);
+    match backend {
+        Backend::Remote(fs) => {
+            fs.write_file_from(destination, size, &mut input, &mut |n| bar.set_position(n))
+                .await?;
+        }
+        Backend::Local(fs) => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(8);
+            let reader = {
+                let bar = bar.clone();
+                tokio::spawn(async move {
+                    let mut sent = 0u64;
+                    while sent < size {
+                        let want = (size - sent).min(CHUNK as u64);
+                        let mut chunk = Vec::with_capacity(want as usize);
+                        let n = (&mut input).take(want).read_to_end(&mut chunk).await?;
+                        if n == 0 || tx.send(Bytes::from(chunk)).await.is_err() {
+                            break;
+                        }
+                        sent += n as u64;
+                        bar.set_position(sent);
+                    }
+                    io::Result::Ok(())
+                })
+            };
+            let written = fs.write_file_stream(destination, size, rx).await;
+            reader.await.map_err(io::Error::other)??;
+            written?;
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
