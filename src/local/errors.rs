@@ -67,10 +67,9 @@ pub(crate) fn fixed(kind: ErrorKind, message: &'static str) -> io::Error {
 }
 
 pub(crate) fn moved_during_walk(path: &AbsolutePathBuf) -> io::Error {
-    io::Error::new(
-        ErrorKind::Other,
-        format!("{path}: a directory was moved while the tree was being walked; stopped"),
-    )
+    io::Error::other(format!(
+        "{path}: a directory was moved while the tree was being walked; stopped"
+    ))
 }
 
 pub(crate) fn too_deep(path: &AbsolutePathBuf, limit: usize) -> io::Error {
