@@ -107,8 +107,13 @@ fn copy_file(
             errors::COPY_ONTO_ITSELF,
         ));
     }
-    write_copy(file, &target.parent, &target.name, source_metadata.permissions())
-        .map_err(|e| with_path(destination, e))
+    write_copy(
+        file,
+        &target.parent,
+        &target.name,
+        source_metadata.permissions(),
+    )
+    .map_err(|e| with_path(destination, e))
 }
 
 /// Streams `file` into a new file that replaces `name` in `parent`, with `permissions`.
@@ -208,7 +213,9 @@ fn copy_tree(
         subdirs: copy_entries(&src_dir, &dst_dir, source, destination)?,
     }];
     loop {
-        let frame = stack.last_mut().expect("the walk stops when the stack is empty");
+        let frame = stack
+            .last_mut()
+            .expect("the walk stops when the stack is empty");
         if let Some(name) = frame.subdirs.pop() {
             let child = match src_dir.open_dir_nofollow(&name) {
                 Ok(child) => child,

@@ -77,7 +77,9 @@ fn remove_tree(
         name,
     }];
     loop {
-        let frame = stack.last_mut().expect("the walk stops when the stack is empty");
+        let frame = stack
+            .last_mut()
+            .expect("the walk stops when the stack is empty");
         if let Some(child) = frame.subdirs.pop() {
             if let Some((dir, id)) = enter(sandbox, path, &current, &child)? {
                 let subdirs = clear_files(&dir).map_err(err)?;

@@ -44,7 +44,8 @@ impl WriteTarget {
         let mut rel = resolved.rel.clone();
         for _ in 0..=MAX_SYMLINK_HOPS {
             let (parent_rel, name) = walk::split(&rel);
-            let parent = walk::open_parent(root.dir(), parent_rel).map_err(|e| with_path(path, e))?;
+            let parent =
+                walk::open_parent(root.dir(), parent_rel).map_err(|e| with_path(path, e))?;
             let existing = match parent.symlink_metadata(name) {
                 Ok(metadata) => Some(metadata),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
