@@ -262,3 +262,84 @@ pub fn err_kind<T: std::fmt::Debug>(result: io::Result<T>) -> io::ErrorKind {
 pub fn is_loop(err: &io::Error) -> bool {
     format!("{:?}", err.kind()) == "FilesystemLoop"
 }
+
+/// A file system over the single root `root` (for roots the standard environment does not have,
+/// such as `/proc/self`).
+pub async fn fs_over(
+    remote: bool,
+    root: impl AsRef<Path>,
+    access: Access,
+    read_limit: u64,
+) -> (Arc<dyn ExecutorFileSystem>, AbsolutePathBuf) {
+    assert!(!remote, "the remote backend is not built yet");
+    let sandbox = Sandbox::new().with_root(root, access).expect("sandbox");
+    let path = sandbox.roots()[0].path().clone();
+    (
+        Arc::new(LocalFileSystem::with_read_limit(sandbox, read_limit)),
+        path,
+    )
+}
+
+/// How long an operation that must not block may take.
+pub const NO_HANG: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Awaits `fut`, and ends the whole test process when it takes longer than [`NO_HANG`]: a
+/// blocking task that never returns would otherwise keep the test runtime from shutting down,
+/// so a panic alone would turn the hang into a hung test run instead of a failure.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(NO_HANG, fut).await {
+        Ok(value) => value,
+        Err(_) => {
+            eprintln!("{what}: still running after {NO_HANG:?}; the operation hangs");
+            std::process::exit(101);
+        }
+    }
+}
+
+/// Creates a chain of `depth` nested directories named `d` starting with `top` (which counts as
+/// the first), working through directory handles so that no path grows with the depth. A file
+/// `bottom` is put in the deepest directory.
+pub fn build_deep_tree(top: &Path, depth: usize) {
+    use rustix::fs::OFlags;
+    fs::create_dir(top).unwrap();
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut dir = rustix::fs::open(top, flags, Mode::empty()).unwrap();
+    for _ in 1..depth {
+        rustix::fs::mkdirat(&dir, "d", Mode::from_raw_mode(0o755)).unwrap();
+        dir = rustix::fs::openat(&dir, "d", flags, Mode::empty()).unwrap();
+    }
+    let file = rustix::fs::openat(
+        &dir,
+        "bottom",
+        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    rustix::io::write(&file, b"bottom").unwrap();
+}
+
+/// The depth of the chain of `d` directories starting at `top` (counting `top`), and whether the
+/// deepest one holds the file `bottom` with its original contents.
+pub fn deep_tree_depth(top: &Path) -> (usize, bool) {
+    use rustix::fs::OFlags;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut dir = rustix::fs::open(top, flags, Mode::empty()).unwrap();
+    let mut depth = 1;
+    while let Ok(child) = rustix::fs::openat(&dir, "d", flags, Mode::empty()) {
+        dir = child;
+        depth += 1;
+    }
+    let bottom = rustix::fs::openat(
+        &dir,
+        "bottom",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+    .map(|fd| {
+        let mut buf = [0u8; 16];
+        let n = rustix::io::read(&fd, &mut buf).unwrap();
+        buf[..n] == *b"bottom"
+    });
+    (depth, bottom == Some(true))
+}
