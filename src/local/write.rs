@@ -18,6 +18,7 @@ pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) ->
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
+    walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
     let permissions = target.existing_file_permissions(path)?;
     replace_file(&target.parent, &target.name, permissions, |file| {
         file.write_all(contents)
