@@ -58,6 +58,9 @@ enum Plant {
     TreeWithEscape,
     /// `inlink -> sub/file` (stays inside)
     InsideLink,
+    /// `n -> outer/inner_ro` (the read-only root nested in `ws`), `here -> .`, and
+    /// `src/inner_ro/evil` (a tree whose copy into `ws/outer` would land in the nested root)
+    NestedRo,
 }
 
 /// One operation; paths are relative to the directory holding the roots (`ws/l`), or absolute
@@ -163,6 +166,11 @@ fn plant(env: &TestEnv, plant: Plant) -> Option<std::os::unix::net::UnixListener
             link("tree/rel", "../../outside/secret");
         }
         Plant::InsideLink => link("inlink", "sub/file"),
+        Plant::NestedRo => {
+            link("n", "outer/inner_ro");
+            link("here", ".");
+            env.mkfile("src/inner_ro/evil", b"evil");
+        }
     }
     None
 }
@@ -355,6 +363,26 @@ macro_rules! hostile_table {
             #[test_case(Plant::InsideLink, Op::Read("ws/inlink"), Expect::Ok, Then::Read(b"sub file") ; "inside link read")]
             #[test_case(Plant::InsideLink, Op::Write("ws/inlink"), Expect::Ok, Then::File("ws/sub/file", WRITTEN) ; "inside link write")]
             #[test_case(Plant::Plain, Op::Read("ws/sub/inner/../file"), Expect::Ok, Then::Read(b"sub file") ; "dotdot staying inside")]
+            // A read-only root nested in the read-write one, reached through links in the latter.
+            #[test_case(Plant::NestedRo, Op::Read("ws/n/file"), Expect::Ok, Then::Read(b"nested read-only") ; "nested ro read through link")]
+            #[test_case(Plant::NestedRo, Op::Write("ws/outer/inner_ro/file"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro write")]
+            #[test_case(Plant::NestedRo, Op::Write("ws/n/file"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro write through link")]
+            #[test_case(Plant::NestedRo, Op::Write("ws/n/new"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro create through link")]
+            #[test_case(Plant::NestedRo, Op::Mkdir("ws/n/new", false), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro mkdir through link")]
+            #[test_case(Plant::NestedRo, Op::Mkdir("ws/here/outer/inner_ro/a/b", true), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro mkdir recursive through link")]
+            #[test_case(Plant::NestedRo, Op::Remove("ws/n/file"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro remove through link")]
+            #[test_case(Plant::NestedRo, Op::Remove("ws/n/dir"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro remove dir through link")]
+            #[test_case(Plant::NestedRo, Op::Remove("ws/here/outer/inner_ro"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro root remove through alias")]
+            #[test_case(Plant::NestedRo, Op::Remove("ws/here/outer"), Expect::Err(PermissionDenied), Then::File("ws/outer/inner_ro/file", b"nested read-only") ; "remove dir holding nested root through alias")]
+            #[test_case(Plant::NestedRo, Op::Rename("ws/n/file", "ws/stolen"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro rename out through link")]
+            #[test_case(Plant::NestedRo, Op::Rename("ws/f", "ws/n/new"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro rename in through link")]
+            #[test_case(Plant::NestedRo, Op::Rename("ws/here/outer/inner_ro", "ws/moved"), Expect::Err(PermissionDenied), Then::Nothing ; "nested root rename through alias")]
+            #[test_case(Plant::NestedRo, Op::Rename("ws/here/outer", "ws/moved"), Expect::Err(PermissionDenied), Then::Nothing ; "rename dir holding nested root through alias")]
+            #[test_case(Plant::NestedRo, Op::Rename("ws/outer", "ws/moved"), Expect::Err(PermissionDenied), Then::Nothing ; "rename dir holding nested root")]
+            #[test_case(Plant::NestedRo, Op::Copy("ws/f", "ws/n/new"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro copy file in through link")]
+            #[test_case(Plant::NestedRo, Op::Copy("ws/sub", "ws/n/copied"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro copy tree in through link")]
+            #[test_case(Plant::NestedRo, Op::Copy("ws/here", "ws/n/copied"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro copy link in through link")]
+            #[test_case(Plant::NestedRo, Op::Copy("ws/src", "ws/outer"), Expect::Err(PermissionDenied), Then::Nothing ; "copy tree merging into nested ro root")]
             #[tokio::test]
             async fn hostile(plant_kind: Plant, op: Op, expect: Expect, then: Then) {
                 hostile_case($remote, plant_kind, op, expect, then).await;

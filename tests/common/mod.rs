@@ -1,6 +1,7 @@
 //! Shared harness for the integration tests: a temporary sandbox with a read-write root `ws/`, a
-//! second read-write root `ws2/`, a read-only root `ro/`, and an `outside/` canary tree that no
-//! operation may ever change.
+//! second read-write root `ws2/`, a read-only root `ro/`, a read-only root nested inside the
+//! read-write one (`ws/outer/inner_ro/`), and an `outside/` canary tree that no operation may ever
+//! change.
 //!
 //! Every test takes `remote: bool` and builds its environment with [`env`], so adding a
 //! `#[test_case(true ; "remote")]` line runs the same body against the remote backend.
@@ -37,6 +38,8 @@ pub struct TestEnv {
     pub ws2: AbsolutePathBuf,
     /// Canonical path of the read-only root.
     pub ro: AbsolutePathBuf,
+    /// Canonical path of the read-only root nested in `ws` (`ws/outer/inner_ro`).
+    pub inner_ro: AbsolutePathBuf,
     /// Host path of the canary tree.
     pub outside: PathBuf,
 }
@@ -59,11 +62,14 @@ pub async fn env_with_read_limit(remote: bool, read_limit: u64) -> TestEnv {
     fs::write(base.join("ro/file"), b"read-only content").unwrap();
     fs::create_dir(base.join("ro/dir")).unwrap();
     fs::write(base.join("ro/dir/inner"), b"inner").unwrap();
+    fs::create_dir_all(base.join("ws/outer/inner_ro/dir")).unwrap();
+    fs::write(base.join("ws/outer/inner_ro/file"), b"nested read-only").unwrap();
 
     let sandbox = Sandbox::new()
         .with_root(base.join("ws"), Access::ReadWrite)
         .and_then(|s| s.with_root(base.join("ws2"), Access::ReadWrite))
         .and_then(|s| s.with_root(base.join("ro"), Access::ReadOnly))
+        .and_then(|s| s.with_root(base.join("ws/outer/inner_ro"), Access::ReadOnly))
         .expect("sandbox");
     let roots: Vec<AbsolutePathBuf> = sandbox.roots().iter().map(|r| r.path().clone()).collect();
     let fs = LocalFileSystem::with_read_limit(sandbox, read_limit);
@@ -74,6 +80,7 @@ pub async fn env_with_read_limit(remote: bool, read_limit: u64) -> TestEnv {
         ws: roots[0].clone(),
         ws2: roots[1].clone(),
         ro: roots[2].clone(),
+        inner_ro: roots[3].clone(),
         outside,
     }
 }
