@@ -235,12 +235,13 @@ async fn self_and_parent_links_are_not_followed_by_recursive_ops(remote: bool) {
 }
 
 /// cap-std's recursive removal holds one handle and one stack frame per level. capfs removes a
-/// 5,000-level tree, and refuses to copy it past its documented depth with a clear error.
+/// 10,000-level tree (DESIGN §3's bound), and refuses to copy it past its documented depth with a
+/// clear error.
 #[test_case(false ; "local")]
 #[tokio::test]
 async fn very_deep_tree_is_removed_and_copy_stops_at_its_limit(remote: bool) {
     let env = env(remote).await;
-    let depth = 5_000;
+    let depth = 10_000;
     build_deep_tree(&env.ws_host("deep"), depth);
     assert_eq!(deep_tree_depth(&env.ws_host("deep")), (depth, true));
 

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use capfs::{CopyOptions, CreateDirectoryOptions, RemoveOptions, RenameOptions};
 use common::{TestEnv, assert_same_tree, env, is_loop, snapshot};
+use test_case::test_case;
 
 /// The tree planted in `ws/` before the operation (on top of `ws/f`, `ws/sub/file` and
 /// `ws/sub/inner/x`, which every case has). `{out}` in link texts stands for the outside tree.
@@ -66,18 +67,18 @@ enum Plant {
 /// One operation; paths are relative to the directory holding the roots (`ws/l`), or absolute
 /// host paths when they start with `/`.
 #[derive(Clone, Copy, Debug)]
-enum Op {
-    Read(&'static str),
-    Write(&'static str),
-    Mkdir(&'static str, bool),
-    Meta(&'static str),
-    ReadDir(&'static str),
+enum Op<'a> {
+    Read(&'a str),
+    Write(&'a str),
+    Mkdir(&'a str, bool),
+    Meta(&'a str),
+    ReadDir(&'a str),
     /// Recursive, not forced (so `NotFound` shows).
-    Remove(&'static str),
+    Remove(&'a str),
     /// Recursive.
-    Copy(&'static str, &'static str),
+    Copy(&'a str, &'a str),
     /// Without overwrite.
-    Rename(&'static str, &'static str),
+    Rename(&'a str, &'a str),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -176,7 +177,7 @@ fn plant(env: &TestEnv, plant: Plant) -> Option<std::os::unix::net::UnixListener
 }
 
 /// Runs `op`; the bytes of a successful read are returned.
-async fn run(env: &TestEnv, op: Op) -> std::io::Result<Option<Vec<u8>>> {
+async fn run(env: &TestEnv, op: Op<'_>) -> std::io::Result<Option<Vec<u8>>> {
     let fs = &env.fs;
     match op {
         Op::Read(p) => fs.read_file(&env.at(p)).await.map(Some),
@@ -384,7 +385,7 @@ macro_rules! hostile_table {
             #[test_case(Plant::NestedRo, Op::Copy("ws/here", "ws/n/copied"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro copy link in through link")]
             #[test_case(Plant::NestedRo, Op::Copy("ws/src", "ws/outer"), Expect::Err(PermissionDenied), Then::Nothing ; "copy tree merging into nested ro root")]
             #[tokio::test]
-            async fn hostile(plant_kind: Plant, op: Op, expect: Expect, then: Then) {
+            async fn hostile(plant_kind: Plant, op: Op<'static>, expect: Expect, then: Then) {
                 hostile_case($remote, plant_kind, op, expect, then).await;
             }
         }
@@ -393,7 +394,7 @@ macro_rules! hostile_table {
 
 hostile_table!(local, false);
 
-async fn hostile_case(remote: bool, plant_kind: Plant, op: Op, expect: Expect, then: Then) {
+async fn hostile_case(remote: bool, plant_kind: Plant, op: Op<'_>, expect: Expect, then: Then) {
     let env = env(remote).await;
     let _socket = plant(&env, plant_kind);
     let outside_before = env.outside_snapshot();
@@ -450,4 +451,71 @@ async fn hostile_case(remote: bool, plant_kind: Plant, op: Op, expect: Expect, t
         }
         Then::Read(bytes) => assert_eq!(read.as_deref(), Some(bytes)),
     }
+}
+
+/// Path components for generated paths: links out of the root, to itself, to its parent and to
+/// the nested read-only root, plain names, and the dot components.
+const TOKENS: [&str; 11] = [
+    "d", "l", "up", "here", "n", "sub", "f", "new", "..", ".", "inner",
+];
+
+fn generated_path() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    proptest::collection::vec(proptest::sample::select(&TOKENS[..]), 0..5)
+        .prop_map(|parts| format!("ws/{}", parts.join("/")))
+}
+
+fn generated_op() -> impl proptest::strategy::Strategy<Value = (u8, String, String)> {
+    (0u8..8, generated_path(), generated_path())
+}
+
+/// Random sequences of operations on random paths through a tree full of escaping links never
+/// change anything outside the read-write roots: not the canary tree, not the read-only roots.
+#[test_case(false ; "local")]
+fn generated_operations_stay_confined(remote: bool) {
+    use proptest::test_runner::{Config, TestRunner};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(generated_op(), 1..8);
+    runner
+        .run(&strategy, |ops| {
+            runtime.block_on(async {
+                let env = env(remote).await;
+                plant(&env, Plant::Plain);
+                env.symlink("d", &env.outside);
+                env.symlink("l", env.outside.join("secret"));
+                env.symlink("up", "..");
+                env.symlink("here", ".");
+                env.symlink("n", "outer/inner_ro");
+                let outside = env.outside_snapshot();
+                let read_only = [snapshot(&env.host("ro")), snapshot(env.inner_ro.as_path())];
+                for (kind, a, b) in &ops {
+                    let (a, b) = (a.as_str(), b.as_str());
+                    let op = match kind {
+                        0 => Op::Read(a),
+                        1 => Op::Write(a),
+                        2 => Op::Mkdir(a, true),
+                        3 => Op::Meta(a),
+                        4 => Op::ReadDir(a),
+                        5 => Op::Remove(a),
+                        6 => Op::Copy(a, b),
+                        _ => Op::Rename(a, b),
+                    };
+                    let _ = run(&env, op).await;
+                    env.assert_outside_unchanged(&outside);
+                    assert_same_tree(&read_only[0], &snapshot(&env.host("ro")), "ro");
+                    assert_same_tree(&read_only[1], &snapshot(env.inner_ro.as_path()), "inner_ro");
+                }
+            });
+            Ok(())
+        })
+        .unwrap();
 }
