@@ -59,7 +59,8 @@ enum Plant {
     TreeWithEscape,
     /// `inlink -> sub/file` (stays inside)
     InsideLink,
-    /// `n -> outer/inner_ro` (the read-only root nested in `ws`), `here -> .`, and
+    /// `n -> outer/inner_ro` (the read-only root nested in `ws`), `here -> .`,
+    /// `lf -> outer/inner_ro/file`, and
     /// `src/inner_ro/evil` (a tree whose copy into `ws/outer` would land in the nested root)
     NestedRo,
 }
@@ -170,6 +171,7 @@ fn plant(env: &TestEnv, plant: Plant) -> Option<std::os::unix::net::UnixListener
         Plant::NestedRo => {
             link("n", "outer/inner_ro");
             link("here", ".");
+            link("lf", "outer/inner_ro/file");
             env.mkfile("src/inner_ro/evil", b"evil");
         }
     }
@@ -368,6 +370,8 @@ macro_rules! hostile_table {
             #[test_case(Plant::NestedRo, Op::Read("ws/n/file"), Expect::Ok, Then::Read(b"nested read-only") ; "nested ro read through link")]
             #[test_case(Plant::NestedRo, Op::Write("ws/outer/inner_ro/file"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro write")]
             #[test_case(Plant::NestedRo, Op::Write("ws/n/file"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro write through link")]
+            #[test_case(Plant::NestedRo, Op::Write("ws/lf"), Expect::Err(PermissionDenied), Then::Link("ws/lf", "outer/inner_ro/file") ; "nested ro write through final link")]
+            #[test_case(Plant::NestedRo, Op::Copy("ws/f", "ws/lf"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro copy onto final link")]
             #[test_case(Plant::NestedRo, Op::Write("ws/n/new"), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro create through link")]
             #[test_case(Plant::NestedRo, Op::Mkdir("ws/n/new", false), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro mkdir through link")]
             #[test_case(Plant::NestedRo, Op::Mkdir("ws/here/outer/inner_ro/a/b", true), Expect::Err(PermissionDenied), Then::Nothing ; "nested ro mkdir recursive through link")]
@@ -518,4 +522,37 @@ fn generated_operations_stay_confined(remote: bool) {
             Ok(())
         })
         .unwrap();
+}
+
+/// A tree copied into an existing destination that holds planted links (a directory link out of
+/// the root where the source has a directory, a file link where it has a file) never writes
+/// through them.
+#[test_case(false ; "local")]
+#[tokio::test]
+async fn tree_copy_into_planted_destination_never_writes_through_links(remote: bool) {
+    let env = env(remote).await;
+    env.mkfile("src/a", b"inside a");
+    env.mkfile("src/inner/b", b"inside b");
+    env.mkdir("dst");
+    env.symlink("dst/inner", &env.outside);
+    env.symlink("dst/a", env.outside.join("secret"));
+    let before = env.outside_snapshot();
+    let result = env
+        .fs
+        .copy(
+            &env.p("src"),
+            &env.p("dst"),
+            CopyOptions { recursive: true },
+        )
+        .await;
+    env.assert_outside_unchanged(&before);
+    assert!(result.is_err(), "copied through a planted directory link");
+    // The file link was replaced by a file, not written through.
+    assert_eq!(std::fs::read(env.ws_host("dst/a")).unwrap(), b"inside a");
+    assert!(
+        std::fs::symlink_metadata(env.ws_host("dst/inner"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }
