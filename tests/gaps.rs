@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use capfs::{Access, CopyOptions, RemoveOptions};
 use common::{
-    assert_same_tree, build_deep_tree, deep_tree_depth, env, env_with_read_limit, err_kind,
-    fs_over, snapshot, within,
+    DEEP_TREE_BOUND, assert_same_tree, build_deep_tree, deep_tree_depth, env, env_with_read_limit,
+    err_kind, fs_over, snapshot, within, within_for,
 };
 use test_case::test_case;
 
@@ -127,7 +127,6 @@ async fn fifo_read_and_copy_fail_at_once(remote: bool) {
     env.symlink("to_p", "p");
     env.mkfile("tree/file", b"file");
     env.mkfifo("tree/p");
-    let start = Instant::now();
 
     for name in ["p", "to_p"] {
         let err = within(name, env.fs.read_file(&env.p(name)))
@@ -170,10 +169,6 @@ async fn fifo_read_and_copy_fail_at_once(remote: bool) {
     .unwrap();
     assert_eq!(std::fs::read(env.ws_host("tree2/file")).unwrap(), b"file");
     assert!(std::fs::symlink_metadata(env.ws_host("tree2/p")).is_err());
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "FIFO handling was slow"
-    );
 }
 
 /// `DirEntry::open_dir` follows symlinks: a walker built on it recurses through `self -> .` and
@@ -245,7 +240,8 @@ async fn very_deep_tree_is_removed_and_copy_stops_at_its_limit(remote: bool) {
     build_deep_tree(&env.ws_host("deep"), depth);
     assert_eq!(deep_tree_depth(&env.ws_host("deep")), (depth, true));
 
-    let err = within(
+    let err = within_for(
+        DEEP_TREE_BOUND,
         "copy",
         env.fs.copy(
             &env.p("deep"),
@@ -265,9 +261,13 @@ async fn very_deep_tree_is_removed_and_copy_stops_at_its_limit(remote: bool) {
     );
 
     for top in ["deep", "copy"] {
-        within(top, env.fs.remove(&env.p(top), RECURSIVE_FORCE))
-            .await
-            .unwrap();
+        within_for(
+            DEEP_TREE_BOUND,
+            top,
+            env.fs.remove(&env.p(top), RECURSIVE_FORCE),
+        )
+        .await
+        .unwrap();
         assert!(
             std::fs::symlink_metadata(env.ws_host(top)).is_err(),
             "{top}"
@@ -283,7 +283,8 @@ async fn thousand_level_tree_is_copied_whole(remote: bool) {
     let env = env(remote).await;
     let depth = 1_000;
     build_deep_tree(&env.ws_host("deep"), depth);
-    within(
+    within_for(
+        DEEP_TREE_BOUND,
         "copy",
         env.fs.copy(
             &env.p("deep"),

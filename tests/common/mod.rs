@@ -290,14 +290,32 @@ pub async fn fs_over(
 /// How long an operation that must not block may take.
 pub const NO_HANG: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long an operation on a very deep tree may take: it cannot block, but it is slow in debug
+/// builds on a loaded machine; the bound only turns an endless walk into a failure.
+pub const DEEP_TREE_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Awaits `fut`, and ends the whole test process when it takes longer than [`NO_HANG`]: a
 /// blocking task that never returns would otherwise keep the test runtime from shutting down,
 /// so a panic alone would turn the hang into a hung test run instead of a failure.
 pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(NO_HANG, fut).await {
+    within_for(NO_HANG, what, fut).await
+}
+
+/// [`within`] with an explicit bound.
+pub async fn within_for<T>(
+    bound: std::time::Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    match tokio::time::timeout(bound, fut).await {
         Ok(value) => value,
         Err(_) => {
-            eprintln!("{what}: still running after {NO_HANG:?}; the operation hangs");
+            // Printed outside the test harness's capture, since the process ends here.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{what}: still running after {bound:?}; the operation hangs"
+            );
             std::process::exit(101);
         }
     }
