@@ -3,7 +3,7 @@
 //! sections). The bulk section needs `sftp` and `/usr/lib/openssh/sftp-server` (Debian packages
 //! openssh-client and openssh-sftp-server) and `/usr/bin/time` for the client's peak memory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use capfs::{
     Sandbox,
 };
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, AsyncBufReadExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
 const BULK_BYTES: usize = 256 << 20;
@@ -29,8 +29,10 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let scratch = tempfile::tempdir_in(std::env::var_os("CAPFS_BENCH_DIR").unwrap_or_else(|| "/tmp".into()))
-            .expect("scratch directory");
+        let scratch = tempfile::tempdir_in(
+            std::env::var_os("CAPFS_BENCH_DIR").unwrap_or_else(|| "/tmp".into()),
+        )
+        .expect("scratch directory");
         if wants("local") {
             local_section(scratch.path()).await;
         }
@@ -183,8 +185,17 @@ fn run_timed(program: &str, args: &[&str]) -> Option<u64> {
         .stdout(Stdio::null())
         .output()
         .expect("run /usr/bin/time");
-    assert!(output.status.success(), "{program} {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stderr).lines().last()?.trim().parse().ok()
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .last()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn sftp(batch: &str) {
@@ -265,7 +276,11 @@ async fn bulk_section(scratch: &Path) {
     let mut runs = Vec::new();
     for _ in 0..rounds {
         let started = Instant::now();
-        sftp(&format!("put {} {}\n", local_src.display(), ws.join("sftp.bin").display()));
+        sftp(&format!(
+            "put {} {}\n",
+            local_src.display(),
+            ws.join("sftp.bin").display()
+        ));
         runs.push((started.elapsed(), None, None));
     }
     best("sftp-server put (baseline)", runs);
@@ -311,7 +326,10 @@ async fn bulk_section(scratch: &Path) {
         runs.push((t, Some(server), client));
     }
     best("capfs get", runs);
-    assert_eq!(std::fs::metadata(&local_back).unwrap().len() as usize, BULK_BYTES);
+    assert_eq!(
+        std::fs::metadata(&local_back).unwrap().len() as usize,
+        BULK_BYTES
+    );
 
     let mut runs = Vec::new();
     for _ in 0..rounds {
@@ -327,7 +345,14 @@ async fn bulk_section(scratch: &Path) {
 
     header(
         "Remote bulk: 256 MiB over loopback (best of 3)",
-        &["transfer", "seconds", "MB/s", "speed vs sftp", "server peak RSS above idle", "client peak RSS"],
+        &[
+            "transfer",
+            "seconds",
+            "MB/s",
+            "speed vs sftp",
+            "server peak RSS above idle",
+            "client peak RSS",
+        ],
     );
     let find = |name: &str| rows.iter().find(|r| r.name == name).map(|r| r.elapsed);
     let sftp_get = find("sftp-server get (baseline)").unwrap();
@@ -340,7 +365,8 @@ async fn bulk_section(scratch: &Path) {
         } else {
             "-".to_string()
         };
-        let kib = |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+        let kib =
+            |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
         println!(
             "| {} | {:.3} | {:.0} | {} | {} | {} |",
             row.name,
@@ -353,5 +379,275 @@ async fn bulk_section(scratch: &Path) {
     }
 }
 
-async fn local_section(_scratch: &Path) {}
-async fn remote_section(_scratch: &Path) {}
+// ---------------------------------------------------------------------------------------------
+// 1. Local operations: capfs's confined backend against tokio::fs and std::fs
+
+struct LocalRow {
+    name: &'static str,
+    capfs: Duration,
+    tokio: Duration,
+    std: Duration,
+    ops: usize,
+}
+
+async fn local_section(scratch: &Path) {
+    let root = scratch.join("local-ws");
+    std::fs::create_dir_all(root.join("many")).unwrap();
+    let root = root.canonicalize().unwrap();
+    let small = root.join("small.bin");
+    std::fs::write(&small, random_bytes(4096)).unwrap();
+    for i in 0..1000 {
+        std::fs::write(root.join("many").join(format!("entry-{i:04}")), b"x").unwrap();
+    }
+    let big = root.join("big.bin");
+    std::fs::write(&big, random_bytes(BULK_BYTES)).unwrap();
+    let fs = Arc::new(LocalFileSystem::new(
+        Sandbox::new().with_root(&root, Access::ReadWrite).unwrap(),
+    ));
+    let abs = |p: &Path| AbsolutePathBuf::new(p).unwrap();
+    let (small_abs, many_abs, big_abs) = (abs(&small), abs(&root.join("many")), abs(&big));
+    let four_k = random_bytes(4096);
+    let rounds = 5;
+    let n = 2000;
+    let mut rows = Vec::new();
+
+    macro_rules! row {
+        ($name:expr, $ops:expr, capfs: $capfs:expr, tokio: $tokio:expr, std: $std:expr) => {{
+            let ops = $ops;
+            let capfs = best_of(rounds, || async {
+                for _ in 0..ops {
+                    $capfs;
+                }
+            })
+            .await;
+            let tokio = best_of(rounds, || async {
+                for _ in 0..ops {
+                    $tokio;
+                }
+            })
+            .await;
+            let std = best_of(rounds, || async {
+                for _ in 0..ops {
+                    $std;
+                }
+            })
+            .await;
+            rows.push(LocalRow {
+                name: $name,
+                capfs,
+                tokio,
+                std,
+                ops,
+            });
+        }};
+    }
+
+    row!("stat", n,
+        capfs: fs.get_metadata(&small_abs).await.unwrap(),
+        tokio: tokio::fs::metadata(&small).await.unwrap(),
+        std: std::fs::metadata(&small).unwrap());
+    row!("read 4 KiB", n,
+        capfs: fs.read_file(&small_abs).await.unwrap(),
+        tokio: tokio::fs::read(&small).await.unwrap(),
+        std: std::fs::read(&small).unwrap());
+    row!("overwrite 4 KiB (capfs: atomic replace)", n,
+        capfs: fs.write_file(&small_abs, four_k.clone()).await.unwrap(),
+        tokio: tokio::fs::write(&small, &four_k).await.unwrap(),
+        std: std::fs::write(&small, &four_k).unwrap());
+    row!("list 1,000 entries", 50,
+    capfs: assert_eq!(fs.read_directory(&many_abs).await.unwrap().len(), 1000),
+    tokio: {
+        let mut dir = tokio::fs::read_dir(root.join("many")).await.unwrap();
+        let mut count = 0;
+        while let Some(entry) = dir.next_entry().await.unwrap() {
+            let _ = entry.file_type().await.unwrap();
+            count += 1;
+        }
+        assert_eq!(count, 1000);
+    },
+    std: {
+        let mut count = 0;
+        for entry in std::fs::read_dir(root.join("many")).unwrap() {
+            let _ = entry.unwrap().file_type().unwrap();
+            count += 1;
+        }
+        assert_eq!(count, 1000);
+    });
+    row!("read 256 MiB", 1,
+        capfs: assert_eq!(fs.read_file(&big_abs).await.unwrap().len(), BULK_BYTES),
+        tokio: assert_eq!(tokio::fs::read(&big).await.unwrap().len(), BULK_BYTES),
+        std: assert_eq!(std::fs::read(&big).unwrap().len(), BULK_BYTES));
+
+    header(
+        "Local operations (best of 5 rounds, microseconds per operation)",
+        &[
+            "operation",
+            "capfs LocalFileSystem",
+            "tokio::fs",
+            "std::fs (blocking)",
+            "capfs / tokio::fs",
+            "capfs / std::fs",
+        ],
+    );
+    for r in &rows {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
+            r.name,
+            per_op(r.capfs, r.ops),
+            per_op(r.tokio, r.ops),
+            per_op(r.std, r.ops),
+            r.capfs.as_secs_f64() / r.tokio.as_secs_f64(),
+            r.capfs.as_secs_f64() / r.std.as_secs_f64(),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Remote small operations against a bare WebSocket echo of the same size
+
+/// An in-process WebSocket server that echoes every text message.
+async fn echo_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let Ok(ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                let (mut sink, mut stream) = ws.split();
+                while let Some(Ok(message)) = stream.next().await {
+                    if message.is_text() && sink.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Round-trip latencies of `n` sequential echoes of `payload`.
+async fn echo_latencies(url: &str, payload: &str, n: usize) -> Vec<Duration> {
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+        .await
+        .unwrap();
+    let mut latencies = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        ws.send(Message::text(payload.to_string())).await.unwrap();
+        loop {
+            if let Message::Text(_) = ws.next().await.unwrap().unwrap() {
+                break;
+            }
+        }
+        latencies.push(started.elapsed());
+    }
+    latencies
+}
+
+/// Echo throughput with `depth` messages outstanding on one connection.
+async fn echo_pipelined(url: &str, payload: &str, n: usize, depth: usize) -> Duration {
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+        .await
+        .unwrap();
+    let (mut sink, mut stream) = ws.split();
+    let window = Arc::new(tokio::sync::Semaphore::new(depth));
+    let started = Instant::now();
+    let sender = {
+        let window = Arc::clone(&window);
+        let payload = payload.to_string();
+        tokio::spawn(async move {
+            for _ in 0..n {
+                window.acquire().await.unwrap().forget();
+                sink.send(Message::text(payload.clone())).await.unwrap();
+            }
+            sink
+        })
+    };
+    let mut received = 0;
+    while received < n {
+        if let Message::Text(_) = stream.next().await.unwrap().unwrap() {
+            received += 1;
+            window.add_permits(1);
+        }
+    }
+    let _sink = sender.await.unwrap();
+    started.elapsed()
+}
+
+async fn remote_section(scratch: &Path) {
+    let root = scratch.join("remote-ws");
+    std::fs::create_dir_all(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    std::fs::write(root.join("f.txt"), b"hello").unwrap();
+    let server = Server::start(&root);
+    let fs = Arc::new(remote(&server.url).await);
+    let path = AbsolutePathBuf::new(root.join("f.txt")).unwrap();
+    let request_text =
+        format!(r#"{{"id":123456,"method":"fs/getMetadata","params":{{"path":"{path}"}}}}"#);
+    let echo_url = echo_server().await;
+    let n = 5000;
+
+    // Warm both up.
+    for _ in 0..200 {
+        fs.get_metadata(&path).await.unwrap();
+    }
+    let _ = echo_latencies(&echo_url, &request_text, 200).await;
+
+    let mut capfs_latencies = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        fs.get_metadata(&path).await.unwrap();
+        capfs_latencies.push(started.elapsed());
+    }
+    capfs_latencies.sort();
+    let mut echo = echo_latencies(&echo_url, &request_text, n).await;
+    echo.sort();
+
+    let depth = 64;
+    let total = 100_000;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..depth {
+        let fs = Arc::clone(&fs);
+        let path = path.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..total / depth {
+                fs.get_metadata(&path).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let capfs_pipelined = started.elapsed();
+    let done = (total / depth) * depth;
+    let echo_pipelined = echo_pipelined(&echo_url, &request_text, done, depth).await;
+
+    header(
+        "Remote small operations: fs/getMetadata against a bare WebSocket echo of the request",
+        &["measure", "capfs", "WebSocket echo", "capfs / echo"],
+    );
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    for (name, p) in [
+        ("round trip, median (us)", 0.5),
+        ("round trip, p99 (us)", 0.99),
+    ] {
+        let (c, e) = (percentile(&capfs_latencies, p), percentile(&echo, p));
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.2} |",
+            us(c),
+            us(e),
+            us(c) / us(e)
+        );
+    }
+    let ops = |d: Duration| done as f64 / d.as_secs_f64();
+    println!(
+        "| ops/s with {depth} in flight, one connection | {:.0} | {:.0} | {:.2} |",
+        ops(capfs_pipelined),
+        ops(echo_pipelined),
+        ops(capfs_pipelined) / ops(echo_pipelined),
+    );
+}

@@ -57,6 +57,10 @@ impl Root {
     pub(crate) fn dir(&self) -> &Dir {
         &self.dir
     }
+
+    pub(crate) fn id(&self) -> FileId {
+        self.id
+    }
 }
 
 /// The set of directories a file system may reach.
@@ -171,6 +175,17 @@ impl Sandbox {
     /// True when `id` is the identity of any root's directory.
     pub(crate) fn is_root_id(&self, id: FileId) -> bool {
         self.roots.iter().any(|r| r.id == id)
+    }
+
+    /// Identities of the read-only roots nested below `root` (by canonical path, which for
+    /// canonical root paths is also where they are on disk).
+    pub(crate) fn read_only_roots_below(&self, root: &Root) -> Vec<FileId> {
+        self.roots
+            .iter()
+            .filter(|r| r.access == Access::ReadOnly && !std::ptr::eq(*r, root))
+            .filter(|r| r.path.strip_prefix(&root.path).is_some())
+            .map(|r| r.id)
+            .collect()
     }
 
     /// True when some root other than `except` lies at or below `path`.

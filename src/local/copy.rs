@@ -14,7 +14,7 @@ use super::read::nonblocking_read_options;
 use super::walk::{self, dir_id};
 use super::write::{WriteTarget, replace_file};
 use super::{COPY_DEPTH_LIMIT, Inner, resolve};
-use crate::sandbox::{FileId, Resolved};
+use crate::sandbox::{FileId, Resolved, Sandbox};
 use crate::{AbsolutePathBuf, CopyOptions};
 
 pub(crate) fn copy(
@@ -37,7 +37,7 @@ pub(crate) fn copy(
                 errors::COPY_DIRECTORY_NEEDS_RECURSIVE,
             ));
         }
-        copy_tree(&src, source, &dst, destination)
+        copy_tree(&fs.sandbox, &src, source, &dst, destination)
     } else if metadata.is_symlink() {
         if dst.is_root() {
             return Err(errors::root_protected(destination));
@@ -49,9 +49,10 @@ pub(crate) fn copy(
         let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
         let dst_parent =
             walk::open_parent(dst.root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
+        walk::require_writable_dir(&fs.sandbox, dst.root, &dst_parent, destination)?;
         place_symlink(&dst_parent, dst_name, &text).map_err(|e| with_path(destination, e))
     } else if metadata.is_file() {
-        copy_file(&src, source, &dst, destination)
+        copy_file(&fs.sandbox, &src, source, &dst, destination)
     } else {
         Err(errors::fixed(
             ErrorKind::InvalidInput,
@@ -83,6 +84,7 @@ fn open_source(dir: &Dir, name: &Path) -> io::Result<Option<File>> {
 }
 
 fn copy_file(
+    sandbox: &Sandbox,
     src: &Resolved<'_>,
     source: &AbsolutePathBuf,
     dst: &Resolved<'_>,
@@ -100,6 +102,7 @@ fn copy_file(
     };
     let source_metadata = file.metadata().map_err(|e| with_path(source, e))?;
     let target = WriteTarget::resolve(dst, destination)?;
+    walk::require_writable_dir(sandbox, dst.root, &target.parent, destination)?;
     target.existing_file_permissions(destination)?;
     if let Some(existing) = &target.existing
         && FileId::of(existing) == FileId::of(&source_metadata)
@@ -162,6 +165,7 @@ struct Frame {
 /// and never entered as a source, so a copy into itself (through any alias, or a concurrent
 /// rename) cannot recurse into its own output.
 fn copy_tree(
+    sandbox: &Sandbox,
     src: &Resolved<'_>,
     source: &AbsolutePathBuf,
     dst: &Resolved<'_>,
@@ -186,6 +190,7 @@ fn copy_tree(
     } else {
         let (parent_rel, name) = walk::split(&dst.rel);
         let parent = walk::open_parent(dst.root, parent_rel).map_err(dst_err)?;
+        walk::require_writable_dir(sandbox, dst.root, &parent, destination)?;
         if walk::dir_or_ancestor_is(&parent, src_id).map_err(dst_err)? {
             return Err(into_itself());
         }
@@ -206,6 +211,12 @@ fn copy_tree(
         parent.open_dir_nofollow(name).map_err(dst_err)?
     };
     let dst_id = dir_id(&dst_dir).map_err(dst_err)?;
+    // Everything written lands below `dst_dir`, which is not in a nested read-only root; a
+    // directory on the way down could still be one, so each is checked before it is entered.
+    let read_only = sandbox.read_only_roots_below(dst.root);
+    if read_only.contains(&dst_id) {
+        return Err(errors::read_only(destination));
+    }
     let mut created = HashSet::from([dst_id]);
 
     let mut stack = vec![Frame {
@@ -237,6 +248,9 @@ fn copy_tree(
             }
             let child_dst = dst_dir.open_dir_nofollow(&name).map_err(dst_err)?;
             let child_dst_id = dir_id(&child_dst).map_err(dst_err)?;
+            if read_only.contains(&child_dst_id) {
+                return Err(errors::read_only(destination));
+            }
             if child_dst_id == child_id {
                 return Err(into_itself());
             }

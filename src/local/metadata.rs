@@ -1,10 +1,13 @@
 //! `create_directory`, `get_metadata` and `read_directory`.
 
 use std::io;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use cap_std::fs::Dir;
+
 use super::errors::with_path;
-use super::{Inner, resolve};
+use super::{Inner, resolve, walk};
 use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(
@@ -14,19 +17,48 @@ pub(crate) fn create_directory(
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
-    let root = resolved.root;
-    let result = if resolved.is_root() {
-        if options.recursive {
+    let dir = resolved.root.dir();
+    if resolved.is_root() {
+        return if options.recursive {
             Ok(())
         } else {
-            Err(io::Error::from(io::ErrorKind::AlreadyExists))
-        }
-    } else if options.recursive {
-        resolve::follow(root, &resolved.rel, true, |p| root.dir().create_dir_all(p))
-    } else {
-        resolve::follow(root, &resolved.rel, false, |p| root.dir().create_dir(p))
+            Err(with_path(
+                path,
+                io::Error::from(io::ErrorKind::AlreadyExists),
+            ))
+        };
+    }
+    // Every directory is created through a handle on its parent, checked first: a read-only root
+    // nested in this one may be reached through a symlink.
+    let writable_parent = |rel: &Path| -> io::Result<Dir> {
+        let parent = walk::open_parent(resolved.root, rel).map_err(|e| with_path(path, e))?;
+        walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
+        Ok(parent)
     };
-    result.map_err(|e| with_path(path, e))
+    if !options.recursive {
+        let (parent_rel, name) = walk::split(&resolved.rel);
+        return writable_parent(parent_rel)?
+            .create_dir(name)
+            .map_err(|e| with_path(path, e));
+    }
+    let mut prefix = PathBuf::new();
+    let count = resolved.rel.components().count();
+    for (i, component) in resolved.rel.components().enumerate() {
+        let parent = writable_parent(&prefix)?;
+        prefix.push(component);
+        match parent.create_dir(component) {
+            Ok(()) => {}
+            // An existing name on the way is entered (or refused) by the next `open_parent`; the
+            // last one must be a directory.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if i + 1 == count && !dir.is_dir(&prefix) {
+                    return Err(with_path(path, e));
+                }
+            }
+            Err(e) => return Err(with_path(path, e)),
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<FileMetadata> {

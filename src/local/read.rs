@@ -30,7 +30,9 @@ pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
 pub(crate) fn read_file(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Vec<u8>> {
     let (file, size) = open_for_read(fs, path)?;
     let limit = fs.read_limit;
-    let mut contents = Vec::with_capacity(size as usize);
+    // The size is only a hint (it may change, or be huge under a huge limit): reserve at most
+    // 64 MiB up front and let the vector grow past that as data actually arrives.
+    let mut contents = Vec::with_capacity(size.min(64 << 20) as usize);
     (&file)
         .take(limit + 1)
         .read_to_end(&mut contents)

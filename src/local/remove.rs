@@ -30,6 +30,7 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
         Ok(parent) => parent,
         Err(e) => return not_found(e),
     };
+    walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
     let metadata = match parent.symlink_metadata(name) {
         Ok(metadata) => metadata,
         Err(e) => return not_found(e),

@@ -37,6 +37,17 @@ pub(crate) fn rename(
     let src_parent = walk::open_parent(root, src_parent_rel).map_err(|e| with_path(source, e))?;
     let dst_parent =
         walk::open_parent(root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
+    for (parent, path) in [(&src_parent, source), (&dst_parent, destination)] {
+        walk::require_writable_dir(&fs.sandbox, src.root, parent, path)?;
+    }
+    for (parent, name, path) in [
+        (&src_parent, src_name, source),
+        (&dst_parent, dst_name, destination),
+    ] {
+        if walk::holds_a_root(&fs.sandbox, parent, name).map_err(|e| with_path(path, e))? {
+            return Err(errors::root_protected(path));
+        }
+    }
     let flags = if options.overwrite {
         RenameFlags::empty()
     } else {

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use rustix::fs::{Mode, OFlags};
 
-use super::resolve;
-use crate::sandbox::{FileId, Root};
+use super::{errors, resolve};
+use crate::AbsolutePathBuf;
+use crate::sandbox::{FileId, Root, Sandbox};
 
 /// The most symlinks followed while resolving one path (the kernel's own limit).
 pub(crate) const MAX_SYMLINK_HOPS: usize = 40;
@@ -80,6 +81,61 @@ pub(crate) fn dir_or_ancestor_is(dir: &Dir, needle: FileId) -> io::Result<bool> 
         }
         current = parent;
         id = parent_id;
+    }
+    Ok(false)
+}
+
+/// Fails with `PermissionDenied` when `dir`, a directory reached from `root`, lies inside a
+/// read-only root nested below `root`: such a root may be reached through a symlink or alias
+/// inside `root` instead of its own path, and must stay read-only whichever way it is reached.
+/// Climbs from `dir` through `..` to `root`; a directory no longer below `root` is an escape.
+pub(crate) fn require_writable_dir(
+    sandbox: &Sandbox,
+    root: &Root,
+    dir: &Dir,
+    path: &AbsolutePathBuf,
+) -> io::Result<()> {
+    let nested = sandbox.read_only_roots_below(root);
+    if nested.is_empty() {
+        return Ok(());
+    }
+    let err = |e| errors::with_path(path, e);
+    let mut current = dir.try_clone().map_err(err)?;
+    let mut id = dir_id(&current).map_err(err)?;
+    for _ in 0..MAX_ANCESTORS {
+        if id == root.id() {
+            return Ok(());
+        }
+        if nested.contains(&id) {
+            return Err(errors::read_only(path));
+        }
+        let parent = open_dot_dot(&current).map_err(err)?;
+        let parent_id = dir_id(&parent).map_err(err)?;
+        if parent_id == id {
+            break;
+        }
+        current = parent;
+        id = parent_id;
+    }
+    Err(errors::escape(path))
+}
+
+/// True when the entry `name` in `parent` is a directory that is a sandbox root or holds one,
+/// however it was reached (the lexical check on the caller's path misses aliases).
+pub(crate) fn holds_a_root(sandbox: &Sandbox, parent: &Dir, name: &OsStr) -> io::Result<bool> {
+    let metadata = match parent.symlink_metadata(name) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if !metadata.is_dir() {
+        return Ok(false);
+    }
+    let id = FileId::of(&metadata);
+    for root in sandbox.roots() {
+        if dir_or_ancestor_is(root.dir(), id)? {
+            return Ok(true);
+        }
     }
     Ok(false)
 }

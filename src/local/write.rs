@@ -57,6 +57,7 @@ fn write_with(
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
+    walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
     let permissions = target.existing_file_permissions(path)?;
     replace_file(&target.parent, &target.name, permissions, fill).map_err(|e| with_path(path, e))
 }

@@ -411,7 +411,6 @@ impl RemoteFileSystem {
     }
 
     /// True when the connection is gone; every call then fails with `BrokenPipe`.
-
     pub fn is_closed(&self) -> bool {
         self.client
             .pending

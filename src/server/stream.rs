@@ -16,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::{reply_message, send};
 use crate::LocalFileSystem;
+use crate::local::errors::too_large;
 use crate::protocol::{
     DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
     RequestId, StreamResponse, WriteStreamParams, data_frame_header,
@@ -56,12 +57,13 @@ pub(crate) fn start_read(
         let reply = match params::<ReadStreamParams>(raw_params) {
             Err(error) => Err(error),
             Ok(p) => {
+                let limit = fs.read_limit();
                 let sent = match fs.open_read(&p.path).await {
                     Err(e) => Err(e),
-                    Ok((file, size)) => {
+                    Ok((file, _)) => {
                         let out = out.clone();
                         tokio::task::spawn_blocking(move || {
-                            send_frames(file, size, p.stream_id, &out)
+                            send_frames(file, limit, p.stream_id, &out)
                         })
                         .await
                         .unwrap_or_else(|e| Err(io::Error::other(e)))
@@ -75,17 +77,19 @@ pub(crate) fn start_read(
     });
 }
 
-/// Sends at most `size` bytes of `file` as data frames; fewer when the file shrank meanwhile.
+/// Sends `file` up to its end as data frames, like `read_file` reads it: a file that turns out
+/// to hold more than `limit` bytes (one that grows, or a procfs file reporting size 0) fails with
+/// the same error, after at most `limit + 1` bytes were read.
 fn send_frames(
     mut file: std::fs::File,
-    size: u64,
+    limit: u64,
     stream_id: u64,
     out: &mpsc::Sender<WsMessage>,
 ) -> io::Result<u64> {
     let header = data_frame_header(stream_id);
     let mut sent = 0u64;
-    while sent < size {
-        let want = (size - sent).min(DATA_CHUNK_BYTES as u64) as usize;
+    loop {
+        let want = (limit.saturating_add(1) - sent).min(DATA_CHUNK_BYTES as u64) as usize;
         let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
         frame.extend_from_slice(&header);
         frame.resize(DATA_FRAME_HEADER_LEN + want, 0);
@@ -94,6 +98,9 @@ fn send_frames(
             break;
         }
         frame.truncate(DATA_FRAME_HEADER_LEN + n);
+        if sent + n as u64 > limit {
+            return Err(too_large(limit));
+        }
         out.blocking_send(WsMessage::Binary(frame.into()))
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
         sent += n as u64;
