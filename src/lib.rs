@@ -30,6 +30,7 @@ mod local;
 mod path;
 pub mod protocol;
 mod remote;
+mod ws;
 mod sandbox;
 pub mod server;
 

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -181,16 +181,9 @@ impl RemoteFileSystem {
             .map_err(|_| timed_out("connecting", options.connect_timeout))?
             .map_err(|e| connect_error(url, e))?;
 
-        let (mut sink, mut stream) = ws.split();
-        let (out, mut out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
-        tokio::spawn(async move {
-            while let Some(message) = out_rx.recv().await {
-                if sink.send(message).await.is_err() {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        });
+        let (sink, mut stream) = ws.split();
+        let (out, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
+        tokio::spawn(crate::ws::write_queued(sink, out_rx));
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let reader_pending = Arc::clone(&pending);
         let downloads: Downloads = Arc::default();

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -300,16 +300,9 @@ impl Connection {
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (mut sink, mut stream) = ws.split();
-        let (out_tx, mut out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
-        let writer = tokio::spawn(async move {
-            while let Some(message) = out_rx.recv().await {
-                if sink.send(message).await.is_err() {
-                    return;
-                }
-            }
-            let _ = sink.close().await;
-        });
+        let (sink, mut stream) = ws.split();
+        let (out_tx, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
+        let writer = tokio::spawn(crate::ws::write_queued(sink, out_rx));
         loop {
             let incoming = tokio::select! {
                 _ = stop.wait_for(|stopping| *stopping) => break,
