@@ -1,7 +1,12 @@
 //! `LocalFileSystem`: the trait served by cap-std handles opened once on the sandbox roots.
 //!
-//! Each operation runs as one blocking function (one file per operation family) on the roots'
-//! handles; the async trait methods move that whole function to tokio's blocking pool.
+//! Each operation is one blocking function (one file per operation family) on the roots'
+//! handles. The async trait methods move the whole function to tokio's blocking pool, except
+//! where the hand-off costs more than the work: `get_metadata` (a few `stat` calls) and
+//! `read_file`'s open and `fstat` run on the calling task, and so does the read itself for
+//! files up to [`INLINE_READ_BYTES`]. None of these can block on a special file (opens are
+//! non-blocking and checked with `fstat`); on a local disk they take microseconds. A root on a
+//! network or FUSE file system that can stall a `stat` would stall the calling task too.
 //!
 //! # Cancellation
 //!
@@ -36,6 +41,9 @@ pub use errors::{
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// Files up to this size are read on the calling task; larger ones on tokio's blocking pool.
+pub const INLINE_READ_BYTES: u64 = 256 * 1024;
 
 /// The deepest directory tree a recursive `copy` reproduces; deeper trees fail with
 /// `InvalidInput` before anything below the limit is descended into.
@@ -151,8 +159,16 @@ impl LocalFileSystem {
 #[async_trait]
 impl ExecutorFileSystem for LocalFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
+        // Opening never blocks (O_NONBLOCK, then fstat): it runs here. So does reading a small
+        // file; a large one is read on the blocking pool.
+        let (file, size) = read::open_for_read(&self.inner, path)?;
+        let limit = self.inner.read_limit;
+        if size <= INLINE_READ_BYTES {
+            return read::read_opened(&file, size, path, limit);
+        }
         let path = path.clone();
-        self.run(move |fs| read::read_file(fs, &path)).await
+        self.run(move |_| read::read_opened(&file, size, &path, limit))
+            .await
     }
 
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
@@ -172,8 +188,9 @@ impl ExecutorFileSystem for LocalFileSystem {
     }
 
     async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata> {
-        let path = path.clone();
-        self.run(move |fs| metadata::get_metadata(fs, &path)).await
+        // A few stat calls, none of which can block on a special file: cheaper here than the
+        // hand-off to the blocking pool.
+        metadata::get_metadata(&self.inner, path)
     }
 
     async fn read_directory(

@@ -27,14 +27,18 @@ pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
     }
 }
 
-pub(crate) fn read_file(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Vec<u8>> {
-    let (file, size) = open_for_read(fs, path)?;
-    let limit = fs.read_limit;
+/// Reads the rest of an opened file (whose size at opening was `size`), refusing more than
+/// `limit` bytes.
+pub(crate) fn read_opened(
+    file: &File,
+    size: u64,
+    path: &AbsolutePathBuf,
+    limit: u64,
+) -> io::Result<Vec<u8>> {
     // The size is only a hint (it may change, or be huge under a huge limit): reserve at most
-    // 64 MiB up front and let the vector grow past that as data actually arrives.
-    let mut contents = Vec::with_capacity(size.min(64 << 20) as usize);
-    (&file)
-        .take(limit + 1)
+    // 1 GiB up front and let the vector grow past that as data actually arrives.
+    let mut contents = Vec::with_capacity(size.min(1 << 30) as usize);
+    file.take(limit.saturating_add(1))
         .read_to_end(&mut contents)
         .map_err(|e| with_path(path, e))?;
     if contents.len() as u64 > limit {
