@@ -30,9 +30,9 @@ mod local;
 mod path;
 pub mod protocol;
 mod remote;
-mod ws;
 mod sandbox;
 pub mod server;
+mod ws;
 
 pub use environment::Environment;
 pub use file_system::{
