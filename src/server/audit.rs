@@ -156,13 +156,16 @@ pub(crate) struct RequestLog {
 
 impl RequestLog {
     /// Logs the request's end. `bytes` is what the handler counted; for the stream methods,
-    /// whose replies carry `{"size"}`, the size in a successful reply counts instead.
+    /// whose replies carry `{"size"}`, the size in a successful reply counts instead; a failed
+    /// request counts 0.
     pub(crate) fn finish(&self, reply: &Result<Value, ErrorObject>, bytes: u64) {
         let is_stream = self.method == CAPFS_READ_FILE_STREAM_METHOD
             || self.method == CAPFS_WRITE_FILE_STREAM_METHOD;
+        // A failed request moved nothing, whatever it had counted before failing.
         let bytes = match reply {
             Ok(result) if is_stream => result.get("size").and_then(Value::as_u64).unwrap_or(bytes),
-            _ => bytes,
+            Ok(_) => bytes,
+            Err(_) => 0,
         };
         let elapsed = self.started.elapsed();
         tracing::debug!(

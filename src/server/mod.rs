@@ -375,6 +375,12 @@ pub async fn serve_byte_stream<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let io = EndAsStop {
+        io,
+        stop: Some(Arc::clone(&stop_tx)),
+    };
     let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
         io,
         Role::Server,
@@ -386,7 +392,6 @@ where
         connections: Arc::new(Semaphore::new(1)),
         config,
     });
-    let (stop_tx, stop_rx) = watch::channel(false);
     let run = Connection::new(shared, 1, peer.into()).run(ws, stop_rx);
     tokio::pin!(run);
     tokio::pin!(shutdown);
@@ -399,6 +404,62 @@ where
         }
     }
     Ok(())
+}
+
+/// A byte stream whose end of input stops the connection like a shutdown does, instead of
+/// reaching tungstenite: tungstenite takes an end without a close frame for a dead connection
+/// and refuses to write after it, which would lose the replies of the requests still running.
+/// A client that closes its side (stdin) after its last request still gets every reply.
+struct EndAsStop<S> {
+    io: S,
+    stop: Option<Arc<watch::Sender<bool>>>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EndAsStop<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.io).poll_read(cx, buf) {
+            std::task::Poll::Ready(Ok(()))
+                if buf.filled().len() == before && buf.remaining() > 0 =>
+            {
+                if let Some(stop) = this.stop.take() {
+                    let _ = stop.send(true);
+                }
+                // Never ready again: the connection stops reading on the signal above.
+                std::task::Poll::Pending
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for EndAsStop<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
