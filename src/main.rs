@@ -134,9 +134,15 @@ struct ServeArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A stdio server runs under a client's command; its progress lines would only be noise on
+    // that client's terminal.
+    let default_filter = match &cli.command {
+        Command::Serve(args) if args.listen == "stdio" => "capfs=warn",
+        _ => "capfs=info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("capfs=info")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter)),
         )
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal())

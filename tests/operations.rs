@@ -318,6 +318,8 @@ async fn the_audit_log_has_one_line_per_request_and_never_contents_or_the_token(
         ErrorKind::NotFound
     );
     drop(fs);
+    let wrong_token = tokio_tungstenite::connect_async(server.url.as_str()).await;
+    assert!(wrong_token.is_err());
     server.stop().await;
 
     let text = std::fs::read_to_string(&audit_file).unwrap();
@@ -347,6 +349,7 @@ async fn the_audit_log_has_one_line_per_request_and_never_contents_or_the_token(
             "capfs/readFileStream",
             "fs/writeFile",
             "fs/getMetadata",
+            "handshake",
         ]
     );
     for line in &lines {
@@ -370,12 +373,15 @@ async fn the_audit_log_has_one_line_per_request_and_never_contents_or_the_token(
     }
     assert_eq!(lines[8]["outcome"], "NotFound");
     assert_eq!(lines[8]["denied"], false);
+    assert_eq!(lines[9]["outcome"], "PermissionDenied");
+    assert_eq!(lines[9]["denied"], true);
+    assert_eq!(lines[9]["code"], 401);
     // What the README tells a reviewer to grep for.
     let grepped = text
         .lines()
         .filter(|l| l.contains(r#""outcome":"PermissionDenied""#) && l.contains(r#""denied":true"#))
         .count();
-    assert_eq!(grepped, 3);
+    assert_eq!(grepped, 4);
 }
 
 /// Sends `request` on a fresh TCP connection and returns everything the server answers.
@@ -463,6 +469,25 @@ async fn the_cli_works_through_remote_command() {
     assert_eq!(String::from_utf8_lossy(&ls.stdout), "a.txt\n");
     let cat = run(&["cat", &format!("{ws_str}/a.txt")]);
     assert_eq!(cat.stdout, b"alpha\n");
+    // From the environment, with the server's default log level: a stdio server is quiet, and
+    // the client's CAPFS_REMOTE_COMMAND does not leak into the local server's arguments.
+    let quiet = format!(
+        "exec '{BIN}' serve --listen stdio --root '{}' --audit-log /dev/null",
+        ws.display()
+    );
+    let stat = std::process::Command::new(BIN)
+        .args(["stat", &format!("{ws_str}/a.txt")])
+        .env("CAPFS_REMOTE_COMMAND", &quiet)
+        .env_remove("CAPFS_REMOTE")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(stat.status.success(), "{stat:?}");
+    assert!(
+        String::from_utf8_lossy(&stat.stdout).contains("size: 6"),
+        "{stat:?}"
+    );
+    assert_eq!(String::from_utf8_lossy(&stat.stderr), "");
     let denied = run(&["cat", "/etc/passwd"]);
     assert!(!denied.status.success());
     let stderr = String::from_utf8_lossy(&denied.stderr);

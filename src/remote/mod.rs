@@ -223,6 +223,9 @@ impl RemoteFileSystem {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // A local `capfs serve` must not take these as its own client settings.
+            .env_remove("CAPFS_REMOTE_COMMAND")
+            .env_remove("CAPFS_REMOTE")
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("starting `sh -c {command}`: {e}")))?;

@@ -191,6 +191,39 @@ impl RequestLog {
     }
 }
 
+/// The method name under which refused WebSocket handshakes are audited.
+pub const HANDSHAKE_METHOD: &str = "handshake";
+
+/// Audits a WebSocket handshake refused with HTTP `status` (401 bad token, 403 `Origin`, 503
+/// connection limit): outcome `PermissionDenied` (denied) or `ConnectionRefused`, `code` the
+/// HTTP status.
+pub(crate) fn record_refused_handshake(
+    audit: &AuditLog,
+    connection: u64,
+    peer: &str,
+    (status, reason): (tokio_tungstenite::tungstenite::http::StatusCode, &str),
+) {
+    let kind = if status.is_server_error() {
+        io::ErrorKind::ConnectionRefused
+    } else {
+        io::ErrorKind::PermissionDenied
+    };
+    let outcome = error_kind_name(kind);
+    audit.record(&AuditRecord {
+        time: rfc3339_now(),
+        connection,
+        peer,
+        method: HANDSHAKE_METHOD,
+        paths: &[],
+        outcome,
+        denied: kind == io::ErrorKind::PermissionDenied,
+        code: Some(i64::from(status.as_u16())),
+        error: Some(reason.to_string()),
+        bytes: 0,
+        micros: 0,
+    });
+}
+
 /// The paths a request names, read from its raw params (`path`, `sourcePath`,
 /// `destinationPath`), for requests refused before their params were parsed.
 pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {

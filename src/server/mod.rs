@@ -43,7 +43,7 @@ use crate::protocol::{
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 use audit::RequestLog;
-pub use audit::{AuditLog, AuditRecord, OUTCOME_OK};
+pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use handler::FS_METHODS;
 
 /// Default bound on one incoming message: 64 MiB.
@@ -267,16 +267,21 @@ async fn serve_connection(
         let permit = Arc::clone(&shared.connections).try_acquire_owned().ok();
         let full = permit.is_none();
         let token = shared.config.token.clone();
+        let audit = shared.config.audit.clone();
         // The callback's error type is tungstenite's, large as it is.
         #[allow(clippy::result_large_err)]
         let callback = move |request: &Request, response: Response| {
-            check_handshake(request, token.as_deref()).map_err(refusal)?;
-            if full {
-                return Err(refusal((
+            let mut verdict = check_handshake(request, token.as_deref());
+            if verdict.is_ok() && full {
+                verdict = Err((
                     StatusCode::SERVICE_UNAVAILABLE,
                     "capfs: too many connections; try again later",
-                )));
+                ));
             }
+            if let (Err(refused), Some(audit)) = (verdict, &audit) {
+                audit::record_refused_handshake(audit, id, &peer.to_string(), refused);
+            }
+            verdict.map_err(refusal)?;
             Ok(response)
         };
         let config = ws_config(&shared.config);
