@@ -35,6 +35,19 @@ impl Environment {
         })
     }
 
+    /// A remote file system served by `capfs serve --listen stdio` run by `command` (through
+    /// `sh -c`), for example `ssh host capfs serve --listen stdio --root /srv/ws`.
+    ///
+    /// # Errors
+    ///
+    /// Whatever [`RemoteFileSystem::connect_command`] returns.
+    pub async fn remote_command(command: &str) -> io::Result<Self> {
+        let remote = RemoteFileSystem::connect_command(command, RemoteOptions::default()).await?;
+        Ok(Self {
+            file_system: Arc::new(remote),
+        })
+    }
+
     /// The file system, shareable across tasks.
     pub fn file_system(&self) -> Arc<dyn ExecutorFileSystem> {
         Arc::clone(&self.file_system)

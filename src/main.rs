@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use capfs::server::{self, Server, ServerConfig};
+use capfs::server::{self, AuditLog, Server, ServerConfig};
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, LocalFileSystem,
     RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
@@ -33,6 +33,16 @@ struct Target {
     /// URL of a capfs server (ws://HOST:PORT).
     #[arg(long, global = true, env = "CAPFS_REMOTE", conflicts_with_all = ["root", "read_only"])]
     remote: Option<String>,
+    /// A command (run with `sh -c`) that speaks the protocol on its stdin and stdout, such as
+    /// "ssh host capfs serve --listen stdio --root /srv/ws".
+    #[arg(
+        long,
+        global = true,
+        value_name = "CMD",
+        env = "CAPFS_REMOTE_COMMAND",
+        conflicts_with_all = ["remote", "root", "read_only"]
+    )]
+    remote_command: Option<String>,
     /// A read-write sandbox root (repeatable); the client works on it directly, no server.
     #[arg(long, global = true, value_name = "DIR")]
     root: Vec<PathBuf>,
@@ -46,7 +56,8 @@ struct Target {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the sandbox roots over WebSocket; prints the URL as the first line on stdout.
+    /// Serve the sandbox roots over WebSocket; prints the URL as the first line on stdout
+    /// (with `--listen stdio`, serves one connection on stdin/stdout and prints nothing else).
     Serve(ServeArgs),
     /// List a directory (directories end in `/`, symlinks in `@`).
     Ls { path: String },
@@ -101,9 +112,12 @@ enum Command {
 
 #[derive(Args)]
 struct ServeArgs {
-    /// Address to listen on.
+    /// Address to listen on (ws://HOST:PORT), or `stdio` for one connection on stdin/stdout.
     #[arg(long, default_value = "ws://127.0.0.1:0")]
     listen: String,
+    /// Append one JSON line per request to FILE (`-` for stderr).
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     /// Largest incoming message in bytes.
     #[arg(long, default_value_t = server::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
@@ -120,9 +134,15 @@ struct ServeArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A stdio server runs under a client's command; its progress lines would only be noise on
+    // that client's terminal.
+    let default_filter = match &cli.command {
+        Command::Serve(args) if args.listen == "stdio" => "capfs=warn",
+        _ => "capfs=info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("capfs=info")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter)),
         )
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal())
@@ -131,7 +151,10 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail("starting the runtime", &e),
     };
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // A read of stdin still blocked in the runtime's thread pool must not keep the process.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err((what, e)) => fail(&what, &e),
     }
@@ -300,6 +323,12 @@ fn build_sandbox(target: &Target) -> io::Result<Sandbox> {
 }
 
 async fn open_target(target: &Target, token: Option<String>) -> Result<Backend, Failure> {
+    if let Some(command) = &target.remote_command {
+        let remote = RemoteFileSystem::connect_command(command, RemoteOptions::default())
+            .await
+            .map_err(context("connecting through --remote-command"))?;
+        return Ok(Backend::Remote(remote));
+    }
     if let Some(url) = &target.remote {
         let options = RemoteOptions {
             token,
@@ -315,7 +344,7 @@ async fn open_target(target: &Target, token: Option<String>) -> Result<Backend, 
             "choosing a file system".into(),
             io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "give --remote URL (or CAPFS_REMOTE) or at least one --root DIR",
+                "give --remote URL (or CAPFS_REMOTE), --remote-command CMD or at least one --root DIR",
             ),
         ));
     }
@@ -330,7 +359,16 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
             io::Error::new(io::ErrorKind::InvalidInput, "give at least one --root DIR"),
         ));
     }
-    let listen = server::parse_listen_url(&args.listen).map_err(context("--listen"))?;
+    let stdio = args.listen == "stdio";
+    let listen = if stdio {
+        ServerConfig::default().listen
+    } else {
+        server::parse_listen_url(&args.listen).map_err(context("--listen"))?
+    };
+    let audit = match &args.audit_log {
+        Some(path) => Some(AuditLog::open(path).map_err(context("opening the audit log"))?),
+        None => None,
+    };
     let sandbox = build_sandbox(target).map_err(context("opening the sandbox roots"))?;
     for root in sandbox.roots() {
         tracing::info!(root = %root.path(), access = ?root.access(), "sandbox root");
@@ -342,7 +380,16 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
         max_message_bytes: args.max_message_bytes,
         max_connections: args.max_connections,
         max_in_flight: args.max_in_flight,
+        audit,
     };
+    if stdio {
+        tracing::info!("serving one connection on stdin/stdout");
+        server::serve_stdio(fs, config, shutdown_signal())
+            .await
+            .map_err(context("serving"))?;
+        tracing::info!("stopped");
+        return Ok(());
+    }
     let server = Server::bind(fs, config)
         .await
         .map_err(context(format!("listening on {}", args.listen)))?;

@@ -4,9 +4,14 @@
 //! Requests are multiplexed by id: any number of calls may be outstanding at once, and each
 //! completes when its own response arrives. When the connection drops, every pending call and
 //! every later call fails at once with `BrokenPipe`; no call waits for a peer that is gone.
+//!
+//! The connection runs over TCP ([`RemoteFileSystem::connect`]) or over the stdin and stdout of
+//! a command such as `ssh host capfs serve --listen stdio` ([`RemoteFileSystem::connect_command`]):
+//! the same WebSocket frames, there without the HTTP upgrade.
 
 use std::collections::HashMap;
 use std::io;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
@@ -105,6 +110,8 @@ struct Client {
     next_id: AtomicI64,
     reader: JoinHandle<()>,
     data_frames: bool,
+    /// The command carrying the connection, killed when the client goes away.
+    _command: Option<tokio::process::Child>,
 }
 
 impl Drop for Client {
@@ -125,6 +132,13 @@ fn timed_out(what: &str, after: Duration) -> io::Error {
         io::ErrorKind::TimedOut,
         format!("{what} timed out after {after:?}"),
     )
+}
+
+/// No bound on incoming messages: the server is trusted to send what the client asked for.
+fn client_ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(None)
+        .max_frame_size(None)
 }
 
 /// Maps a failed WebSocket connect to an `io::Error` a person can act on.
@@ -172,15 +186,72 @@ impl RemoteFileSystem {
             })?;
             request.headers_mut().insert(header::AUTHORIZATION, value);
         }
-        let config = WebSocketConfig::default()
-            .max_message_size(None)
-            .max_frame_size(None);
-        let connect = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+        let connect =
+            tokio_tungstenite::connect_async_with_config(request, Some(client_ws_config()), true);
         let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
             .await
             .map_err(|_| timed_out("connecting", options.connect_timeout))?
             .map_err(|e| connect_error(url, e))?;
+        Self::start(ws, &options, None).await
+    }
 
+    /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout, as
+    /// `capfs serve --listen stdio` expects: WebSocket frames without the HTTP upgrade. The
+    /// command's stderr is the caller's. `options.token` is not used: the command's own channel
+    /// (ssh, `kubectl exec`) authenticates. The command is killed when the file system is
+    /// dropped; when it exits, every pending and later call fails with `BrokenPipe`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> std::io::Result<()> {
+    /// use capfs::{RemoteFileSystem, RemoteOptions};
+    ///
+    /// let command = "ssh executor capfs serve --listen stdio --root /srv/ws";
+    /// let fs = RemoteFileSystem::connect_command(command, RemoteOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The error of spawning `sh`; `TimedOut` when the command does not complete `initialize`
+    /// within `connect_timeout`; `BrokenPipe` when it exits before.
+    pub async fn connect_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            // A local `capfs serve` must not take these as its own client settings.
+            .env_remove("CAPFS_REMOTE_COMMAND")
+            .env_remove("CAPFS_REMOTE")
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("starting `sh -c {command}`: {e}")))?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let io = tokio::io::join(stdout, stdin);
+        let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            io,
+            Role::Client,
+            Some(client_ws_config()),
+        )
+        .await;
+        Self::start(ws, &options, Some(child))
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("`{command}`: {e}")))
+    }
+
+    /// Starts the reader and writer tasks on an open WebSocket and completes `initialize`.
+    async fn start<S>(
+        ws: tokio_tungstenite::WebSocketStream<S>,
+        options: &RemoteOptions,
+        command: Option<tokio::process::Child>,
+    ) -> io::Result<Self>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let (sink, mut stream) = ws.split();
         let (out, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
         tokio::spawn(crate::ws::write_queued(sink, out_rx));
@@ -236,6 +307,7 @@ impl RemoteFileSystem {
             next_id: AtomicI64::new(1),
             reader,
             data_frames: false,
+            _command: command,
         };
         let params = InitializeParams {
             client_name: options.client_name.clone(),

@@ -1,10 +1,16 @@
 //! `capfs serve`: the local backend behind a WebSocket endpoint.
 //!
-//! Transport (this file): accept, check the handshake (Origin, token, connection limit), then
-//! run each connection: the handshake state machine inline, fs requests concurrently (bounded
-//! per connection), responses written by one writer task as they complete. The handler
-//! (`handler.rs`) maps requests to trait calls.
+//! Transport (this file): accept, answer `GET /readyz`, check the handshake (Origin, token,
+//! connection limit), then run each connection: the handshake state machine inline, fs requests
+//! concurrently (bounded per connection), responses written by one writer task as they
+//! complete. The handler (`handler.rs`) maps requests to trait calls; `audit.rs` writes one line
+//! per request.
+//!
+//! Two transports carry the same WebSocket connection: TCP with the HTTP upgrade
+//! ([`Server`]), and a byte stream such as stdin/stdout with RFC 6455 frames and no HTTP at all
+//! ([`serve_stdio`]).
 
+mod audit;
 mod handler;
 mod stream;
 
@@ -12,18 +18,19 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{StatusCode, header};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
@@ -35,6 +42,8 @@ use crate::protocol::{
     UNKNOWN_REQUEST_ID, data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
+use audit::RequestLog;
+pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use handler::FS_METHODS;
 
 /// Default bound on one incoming message: 64 MiB.
@@ -47,6 +56,12 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 /// Messages queued for one connection's writer. With data frames of 256 KiB this bounds what a
 /// streamed read can have in memory at 8 MiB per connection.
 const OUT_QUEUE_MESSAGES: usize = 32;
+/// Bound on the time from accepting a TCP connection to a completed WebSocket handshake, so a
+/// peer that connects and says nothing does not hold a connection slot.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The answer to `GET /readyz`.
+const READYZ_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
+    Content-Length: 6\r\nConnection: close\r\n\r\nready\n";
 
 /// How `capfs serve` listens and what it allows.
 #[derive(Clone, Debug)]
@@ -61,6 +76,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Most requests running at once per connection.
     pub max_in_flight: usize,
+    /// Where one JSON line per request goes, when set.
+    pub audit: Option<AuditLog>,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +88,7 @@ impl Default for ServerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            audit: None,
         }
     }
 }
@@ -238,31 +256,215 @@ async fn serve_connection(
     stop: watch::Receiver<bool>,
 ) -> Result<(), WsError> {
     let _ = stream.set_nodelay(true);
-    let permit = Arc::clone(&shared.connections).try_acquire_owned().ok();
-    let full = permit.is_none();
-    let token = shared.config.token.clone();
-    // The callback's error type is tungstenite's, large as it is.
-    #[allow(clippy::result_large_err)]
-    let callback = move |request: &Request, response: Response| {
-        check_handshake(request, token.as_deref()).map_err(refusal)?;
-        if full {
-            return Err(refusal((
-                StatusCode::SERVICE_UNAVAILABLE,
-                "capfs: too many connections; try again later",
-            )));
+    let handshake_shared = Arc::clone(&shared);
+    let handshake = async move {
+        if is_readyz_request(&peek_head(&stream).await?) {
+            answer_readyz(stream).await?;
+            tracing::debug!(connection = id, %peer, "answered /readyz");
+            return Ok(None);
         }
-        Ok(response)
+        let shared = handshake_shared;
+        let permit = Arc::clone(&shared.connections).try_acquire_owned().ok();
+        let full = permit.is_none();
+        let token = shared.config.token.clone();
+        let audit = shared.config.audit.clone();
+        // The callback's error type is tungstenite's, large as it is.
+        #[allow(clippy::result_large_err)]
+        let callback = move |request: &Request, response: Response| {
+            let mut verdict = check_handshake(request, token.as_deref());
+            if verdict.is_ok() && full {
+                verdict = Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "capfs: too many connections; try again later",
+                ));
+            }
+            if let (Err(refused), Some(audit)) = (verdict, &audit) {
+                audit::record_refused_handshake(audit, id, &peer.to_string(), refused);
+            }
+            verdict.map_err(refusal)?;
+            Ok(response)
+        };
+        let config = ws_config(&shared.config);
+        let ws =
+            tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await?;
+        Ok::<_, WsError>(Some((ws, permit)))
     };
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(shared.config.max_message_bytes))
-        .max_frame_size(Some(shared.config.max_message_bytes));
-    let ws =
-        tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(ws_config)).await?;
+    let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+        .await
+        .map_err(|_| {
+            WsError::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no complete handshake in time",
+            ))
+        })??;
+    let Some((ws, permit)) = accepted else {
+        return Ok(());
+    };
     tracing::debug!(connection = id, %peer, "connected");
-    Connection::new(shared, id).run(ws, stop).await;
+    Connection::new(shared, id, peer.to_string().into())
+        .run(ws, stop)
+        .await;
     drop(permit);
     tracing::debug!(connection = id, %peer, "disconnected");
     Ok(())
+}
+
+fn ws_config(config: &ServerConfig) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(config.max_message_bytes))
+        .max_frame_size(Some(config.max_message_bytes))
+}
+
+/// The first bytes the peer sent, without consuming them.
+async fn peek_head(stream: &TcpStream) -> io::Result<Vec<u8>> {
+    let mut head = vec![0u8; 2048];
+    let n = stream.peek(&mut head).await?;
+    head.truncate(n);
+    Ok(head)
+}
+
+/// True for a plain `GET /readyz` (query allowed) without an `Upgrade` header. A WebSocket
+/// handshake is never one, whatever its path.
+fn is_readyz_request(head: &[u8]) -> bool {
+    let Some(rest) = head.strip_prefix(b"GET /readyz") else {
+        return false;
+    };
+    if !matches!(rest.first(), Some(b' ' | b'?')) {
+        return false;
+    }
+    !String::from_utf8_lossy(head)
+        .to_ascii_lowercase()
+        .contains("\nupgrade:")
+}
+
+/// Answers `GET /readyz` with 200 and closes. The request is consumed first, so the close does
+/// not reset the connection under the response.
+async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
+    let mut request = [0u8; 2048];
+    let _ = stream.read(&mut request).await?;
+    stream.write_all(READYZ_RESPONSE).await?;
+    stream.shutdown().await
+}
+
+/// Serves exactly one connection over the process's stdin and stdout: WebSocket frames
+/// (RFC 6455) directly on the byte stream, without the HTTP upgrade, so the JSON messages and
+/// data frames are those of a TCP connection. Returns when stdin ends (after finishing the
+/// requests in flight) or when `shutdown` completes. No token is checked: whoever can start the
+/// process (over ssh, `kubectl exec`) is already trusted by that channel.
+///
+/// # Errors
+///
+/// None today; the result leaves room for transport set-up failures.
+pub async fn serve_stdio(
+    fs: LocalFileSystem,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
+    serve_byte_stream(fs, config, io, "stdio", shutdown).await
+}
+
+/// Serves exactly one connection over `io`, as [`serve_stdio`] does over stdin and stdout;
+/// `peer` names the other end in logs.
+///
+/// # Errors
+///
+/// None today; the result leaves room for transport set-up failures.
+pub async fn serve_byte_stream<S>(
+    fs: LocalFileSystem,
+    config: ServerConfig,
+    io: S,
+    peer: &str,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let io = EndAsStop {
+        io,
+        stop: Some(Arc::clone(&stop_tx)),
+    };
+    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        io,
+        Role::Server,
+        Some(ws_config(&config)),
+    )
+    .await;
+    let shared = Arc::new(Shared {
+        fs,
+        connections: Arc::new(Semaphore::new(1)),
+        config,
+    });
+    let run = Connection::new(shared, 1, peer.into()).run(ws, stop_rx);
+    tokio::pin!(run);
+    tokio::pin!(shutdown);
+    tokio::select! {
+        () = &mut run => {}
+        () = &mut shutdown => {
+            tracing::info!("shutting down: finishing in-flight requests");
+            let _ = stop_tx.send(true);
+            run.await;
+        }
+    }
+    Ok(())
+}
+
+/// A byte stream whose end of input stops the connection like a shutdown does, instead of
+/// reaching tungstenite: tungstenite takes an end without a close frame for a dead connection
+/// and refuses to write after it, which would lose the replies of the requests still running.
+/// A client that closes its side (stdin) after its last request still gets every reply.
+struct EndAsStop<S> {
+    io: S,
+    stop: Option<Arc<watch::Sender<bool>>>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EndAsStop<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.io).poll_read(cx, buf) {
+            std::task::Poll::Ready(Ok(()))
+                if buf.filled().len() == before && buf.remaining() > 0 =>
+            {
+                if let Some(stop) = this.stop.take() {
+                    let _ = stop.send(true);
+                }
+                // Never ready again: the connection stops reading on the signal above.
+                std::task::Poll::Pending
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for EndAsStop<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -275,6 +477,7 @@ enum Handshake {
 struct Connection {
     shared: Arc<Shared>,
     id: u64,
+    peer: Arc<str>,
     state: Handshake,
     in_flight: Arc<Semaphore>,
     /// Streamed writes still expecting data frames, by stream id.
@@ -282,11 +485,12 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(shared: Arc<Shared>, id: u64) -> Self {
+    fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
         Self {
             shared,
             id,
+            peer,
             state: Handshake::AwaitingInitialize,
             in_flight,
             uploads: HashMap::new(),
@@ -383,8 +587,33 @@ impl Connection {
         }
     }
 
+    /// The log of a request that starts now.
+    fn request_log(&self, method: &str, paths: Vec<String>) -> RequestLog {
+        RequestLog {
+            audit: self.shared.config.audit.clone(),
+            connection: self.id,
+            peer: Arc::clone(&self.peer),
+            method: method.to_string(),
+            paths,
+            started: Instant::now(),
+        }
+    }
+
+    /// Sends a reply decided here, without running the request, and logs it.
+    async fn answer(
+        &self,
+        out: &mpsc::Sender<WsMessage>,
+        log: RequestLog,
+        id: RequestId,
+        reply: Result<Value, ErrorObject>,
+    ) {
+        log.finish(&reply, 0);
+        send(out, reply_message(id, reply)).await;
+    }
+
     async fn on_request(&mut self, request: WireRequest, out: &mpsc::Sender<WsMessage>) {
         let WireRequest { id, method, params } = request;
+        let log = self.request_log(&method, audit::raw_paths(params.as_ref()));
         if method == INITIALIZE_METHOD {
             let reply = if self.state == Handshake::AwaitingInitialize {
                 self.state = Handshake::AwaitingInitialized;
@@ -395,14 +624,14 @@ impl Connection {
                     DUPLICATE_INITIALIZE_MESSAGE,
                 ))
             };
-            send(out, reply_message(id, reply)).await;
+            self.answer(out, log, id, reply).await;
             return;
         }
         let is_stream =
             method == CAPFS_READ_FILE_STREAM_METHOD || method == CAPFS_WRITE_FILE_STREAM_METHOD;
         if !is_stream && !FS_METHODS.contains(&method.as_str()) {
             let error = ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"));
-            send(out, error_message(id, error)).await;
+            self.answer(out, log, id, Err(error)).await;
             return;
         }
         let refusal = match self.state {
@@ -411,11 +640,8 @@ impl Connection {
             Handshake::Ready => None,
         };
         if let Some(message) = refusal {
-            send(
-                out,
-                error_message(id, ErrorObject::new(INVALID_REQUEST, message)),
-            )
-            .await;
+            let error = ErrorObject::new(INVALID_REQUEST, message);
+            self.answer(out, log, id, Err(error)).await;
             return;
         }
         // A streamed write must not wait for a permit here: the data frames that would let the
@@ -428,11 +654,8 @@ impl Connection {
                         "server busy: {} requests already in flight on this connection",
                         self.shared.config.max_in_flight
                     );
-                    send(
-                        out,
-                        error_message(id, ErrorObject::new(SERVER_BUSY, message)),
-                    )
-                    .await;
+                    let error = ErrorObject::new(SERVER_BUSY, message);
+                    self.answer(out, log, id, Err(error)).await;
                     return;
                 }
             }
@@ -446,7 +669,7 @@ impl Connection {
             let fs = self.shared.fs.clone();
             let out = out.clone();
             if method == CAPFS_READ_FILE_STREAM_METHOD {
-                stream::start_read(fs, id, params, out, permit);
+                stream::start_read(fs, id, params, out, permit, log);
             } else if let Err(error) = stream::start_write(
                 fs,
                 &mut self.uploads,
@@ -454,28 +677,23 @@ impl Connection {
                 params,
                 out.clone(),
                 permit,
+                log.clone(),
             ) {
-                send(&out, error_message(id, error)).await;
+                self.answer(&out, log, id, Err(error)).await;
             }
             return;
         }
         let shared = Arc::clone(&self.shared);
         let out = out.clone();
-        let connection = self.id;
         tokio::spawn(async move {
-            let started = Instant::now();
             let mut outcome = handler::Outcome::default();
             let fs: &dyn ExecutorFileSystem = &shared.fs;
             let reply = handler::dispatch(fs, &method, params, &mut outcome).await;
-            tracing::debug!(
-                connection,
-                method,
-                paths = ?outcome.paths,
-                ok = reply.is_ok(),
-                bytes = outcome.bytes,
-                micros = started.elapsed().as_micros() as u64,
-                "request"
-            );
+            let log = RequestLog {
+                paths: outcome.paths,
+                ..log
+            };
+            log.finish(&reply, outcome.bytes);
             send(&out, reply_message(id, reply)).await;
             drop(permit);
         });

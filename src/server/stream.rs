@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use super::audit::RequestLog;
 use super::{reply_message, send};
 use crate::LocalFileSystem;
 use crate::local::errors::too_large;
@@ -52,6 +53,7 @@ pub(crate) fn start_read(
     raw_params: Option<Value>,
     out: mpsc::Sender<WsMessage>,
     permit: OwnedSemaphorePermit,
+    log: RequestLog,
 ) {
     tokio::spawn(async move {
         let reply = match params::<ReadStreamParams>(raw_params) {
@@ -72,6 +74,7 @@ pub(crate) fn start_read(
                 stream_reply(sent)
             }
         };
+        log.finish(&reply, 0);
         send(&out, reply_message(id, reply)).await;
         drop(permit);
     });
@@ -130,6 +133,7 @@ pub(crate) fn start_write(
     raw_params: Option<Value>,
     out: mpsc::Sender<WsMessage>,
     permit: OwnedSemaphorePermit,
+    log: RequestLog,
 ) -> Result<(), ErrorObject> {
     let p: WriteStreamParams = params(raw_params)?;
     if uploads.contains_key(&p.stream_id) {
@@ -152,6 +156,7 @@ pub(crate) fn start_write(
     tokio::spawn(async move {
         let written = fs.write_file_stream(&p.path, p.size, rx).await;
         let reply = stream_reply(written.map(|()| p.size));
+        log.finish(&reply, 0);
         send(&out, reply_message(id, reply)).await;
         drop(permit);
     });

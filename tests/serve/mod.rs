@@ -31,6 +31,23 @@ impl ServerProcess {
 
     /// Starts `capfs serve` with extra arguments and environment variables.
     pub async fn start_with(args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> Self {
+        Self::spawn(args, envs, false).await.0
+    }
+
+    /// Starts `capfs serve` with extra arguments and returns the lines it writes to stderr
+    /// (tracing at warn level, and the audit log with `--audit-log -`) as they come.
+    pub async fn start_with_stderr(
+        args: &[&std::ffi::OsStr],
+    ) -> (Self, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let (server, lines) = Self::spawn(args, &[("RUST_LOG", "capfs=warn")], true).await;
+        (server, lines.expect("stderr is piped"))
+    }
+
+    async fn spawn(
+        args: &[&std::ffi::OsStr],
+        envs: &[(&str, &str)],
+        pipe_stderr: bool,
+    ) -> (Self, Option<tokio::sync::mpsc::UnboundedReceiver<String>>) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_capfs"));
         command
             .arg("serve")
@@ -39,9 +56,25 @@ impl ServerProcess {
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(if pipe_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .kill_on_drop(true);
         let mut child = command.spawn().expect("spawn capfs serve");
+        let stderr_lines = child.stderr.take().map(|stderr| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let mut lines = BufReader::new(stderr).lines();
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            rx
+        });
         let stdout = child.stdout.take().expect("stdout piped");
         let mut lines = BufReader::new(stdout).lines();
         let url = tokio::time::timeout(WAIT, lines.next_line())
@@ -55,7 +88,22 @@ impl ServerProcess {
         );
         // Keep reading stdout so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, url }
+        (Self { child, url }, stderr_lines)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("server still running")
+    }
+
+    /// Asks the server to stop (SIGTERM) and waits until it has exited successfully.
+    pub async fn stop(mut self) {
+        self.signal("TERM");
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the server exited in time")
+            .expect("wait for the server");
+        assert!(status.success(), "{status}");
     }
 
     /// Sends a signal to the server process.

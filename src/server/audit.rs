@@ -1,0 +1,385 @@
+//! The audit log: one JSON line per request, for operators and security reviewers.
+//!
+//! A line holds the time, the connection and its peer, the method, the paths it named, the
+//! outcome (`ok` or the `io::ErrorKind` name), whether it was a denial, the bytes moved and the
+//! duration. It never holds file contents or the token.
+//!
+//! Lines are formatted off the lock and written whole under one mutex into a line-buffered
+//! writer, so concurrent requests never interleave partial lines; a line reaches the kernel as
+//! soon as it is complete (one `write(2)`, no `fsync`), so it survives a crash of the server.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, LineWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::protocol::{
+    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, error_kind_name,
+};
+
+/// The outcome of a request that succeeded.
+pub const OUTCOME_OK: &str = "ok";
+/// Longest error message copied into a line; the rest is cut, so a hostile request cannot make
+/// the log carry large attacker-chosen text.
+const MAX_ERROR_CHARS: usize = 200;
+
+/// Where audit lines go. Cloning gives another handle on the same writer.
+#[derive(Clone)]
+pub struct AuditLog {
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+}
+
+impl fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AuditLog")
+    }
+}
+
+impl AuditLog {
+    /// Appends to `path` (created with mode 0600 when missing), or writes to stderr for `-`.
+    ///
+    /// # Errors
+    ///
+    /// The error of opening `path`.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        if path == Path::new("-") {
+            return Ok(Self::to_writer(io::stderr()));
+        }
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Self::to_writer(file))
+    }
+
+    /// Writes lines to `writer`, each flushed as soon as it is complete.
+    pub fn to_writer(writer: impl Write + Send + 'static) -> Self {
+        Self {
+            writer: Arc::new(Mutex::new(Box::new(LineWriter::new(writer)))),
+        }
+    }
+
+    /// Writes one record as one line. A failing writer is reported in the tracing log; the
+    /// request itself is not failed by it.
+    pub fn record(&self, record: &AuditRecord<'_>) {
+        let mut line = serde_json::to_vec(record).expect("audit records always serialize");
+        line.push(b'\n');
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = writer.write_all(&line) {
+            tracing::warn!("writing the audit log failed: {e}");
+        }
+    }
+}
+
+/// One audit line. Field names are the documented format (README, "Audit log").
+#[derive(Debug, Serialize)]
+pub struct AuditRecord<'a> {
+    /// UTC, RFC 3339 with milliseconds: `2026-01-31T12:00:00.123Z`.
+    pub time: String,
+    /// Numbered from 1 per server process.
+    pub connection: u64,
+    /// `IP:PORT` of the peer, or `stdio`.
+    pub peer: &'a str,
+    pub method: &'a str,
+    pub paths: &'a [String],
+    /// `ok`, or the `io::ErrorKind` name of the failure (`PermissionDenied`, `NotFound`, ...).
+    pub outcome: &'a str,
+    /// True exactly when the outcome is `PermissionDenied`: an escape, a path under no root,
+    /// or a mutation under a read-only root.
+    pub denied: bool,
+    /// The JSON-RPC error code, for failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i64>,
+    /// The error message (at most 200 characters), for failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// File bytes read or written.
+    pub bytes: u64,
+    /// Time from reading the request to queueing its reply, in microseconds.
+    pub micros: u64,
+}
+
+impl<'a> AuditRecord<'a> {
+    /// A record of a request that ended with `reply`.
+    pub fn new(
+        connection: u64,
+        peer: &'a str,
+        method: &'a str,
+        paths: &'a [String],
+        reply: &Result<Value, ErrorObject>,
+        bytes: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let (outcome, code, error) = match reply {
+            Ok(_) => (OUTCOME_OK, None, None),
+            Err(e) => {
+                let kind = error_kind_name(e.clone().into_io().kind());
+                let message: String = e.message.chars().take(MAX_ERROR_CHARS).collect();
+                (kind, Some(e.code), Some(message))
+            }
+        };
+        Self {
+            time: rfc3339_now(),
+            connection,
+            peer,
+            method,
+            paths,
+            outcome,
+            denied: outcome == error_kind_name(io::ErrorKind::PermissionDenied),
+            code,
+            error,
+            bytes,
+            micros: elapsed.as_micros().min(u64::MAX as u128) as u64,
+        }
+    }
+}
+
+/// What the server knows about a request from its start to its reply: enough to write its
+/// audit line and its debug log line once the reply is known.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestLog {
+    pub(crate) audit: Option<AuditLog>,
+    pub(crate) connection: u64,
+    pub(crate) peer: Arc<str>,
+    pub(crate) method: String,
+    pub(crate) paths: Vec<String>,
+    pub(crate) started: std::time::Instant,
+}
+
+impl RequestLog {
+    /// Logs the request's end. `bytes` is what the handler counted; for the stream methods,
+    /// whose replies carry `{"size"}`, the size in a successful reply counts instead; a failed
+    /// request counts 0.
+    pub(crate) fn finish(&self, reply: &Result<Value, ErrorObject>, bytes: u64) {
+        let is_stream = self.method == CAPFS_READ_FILE_STREAM_METHOD
+            || self.method == CAPFS_WRITE_FILE_STREAM_METHOD;
+        // A failed request moved nothing, whatever it had counted before failing.
+        let bytes = match reply {
+            Ok(result) if is_stream => result.get("size").and_then(Value::as_u64).unwrap_or(bytes),
+            Ok(_) => bytes,
+            Err(_) => 0,
+        };
+        let elapsed = self.started.elapsed();
+        tracing::debug!(
+            connection = self.connection,
+            method = self.method,
+            paths = ?self.paths,
+            ok = reply.is_ok(),
+            bytes,
+            micros = elapsed.as_micros() as u64,
+            "request"
+        );
+        if let Some(audit) = &self.audit {
+            audit.record(&AuditRecord::new(
+                self.connection,
+                &self.peer,
+                &self.method,
+                &self.paths,
+                reply,
+                bytes,
+                elapsed,
+            ));
+        }
+    }
+}
+
+/// The method name under which refused WebSocket handshakes are audited.
+pub const HANDSHAKE_METHOD: &str = "handshake";
+
+/// Audits a WebSocket handshake refused with HTTP `status` (401 bad token, 403 `Origin`, 503
+/// connection limit): outcome `PermissionDenied` (denied) or `ConnectionRefused`, `code` the
+/// HTTP status.
+pub(crate) fn record_refused_handshake(
+    audit: &AuditLog,
+    connection: u64,
+    peer: &str,
+    (status, reason): (tokio_tungstenite::tungstenite::http::StatusCode, &str),
+) {
+    let kind = if status.is_server_error() {
+        io::ErrorKind::ConnectionRefused
+    } else {
+        io::ErrorKind::PermissionDenied
+    };
+    let outcome = error_kind_name(kind);
+    audit.record(&AuditRecord {
+        time: rfc3339_now(),
+        connection,
+        peer,
+        method: HANDSHAKE_METHOD,
+        paths: &[],
+        outcome,
+        denied: kind == io::ErrorKind::PermissionDenied,
+        code: Some(i64::from(status.as_u16())),
+        error: Some(reason.to_string()),
+        bytes: 0,
+        micros: 0,
+    });
+}
+
+/// The paths a request names, read from its raw params (`path`, `sourcePath`,
+/// `destinationPath`), for requests refused before their params were parsed.
+pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
+    ["path", "sourcePath", "destinationPath"]
+        .iter()
+        .filter_map(|key| params?.get(key)?.as_str())
+        .map(|p| p.chars().take(MAX_ERROR_CHARS * 5).collect())
+        .collect()
+}
+
+fn rfc3339_now() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since)
+}
+
+/// Formats a time since the epoch as UTC, RFC 3339 with milliseconds.
+fn rfc3339(since_epoch: Duration) -> String {
+    let secs = since_epoch.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+/// The proleptic Gregorian date of a day number counted from 1970-01-01, by splitting time into
+/// 400-year eras of 146,097 days, each starting on March 1st (so a leap day ends its year).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let shifted = days + 719_468; // days from 0000-03-01 to 1970-01-01
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_format_as_rfc3339() {
+        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(Duration::from_millis(951_782_400_007)),
+            "2000-02-29T00:00:00.007Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_secs(1_709_251_199)),
+            "2024-02-29T23:59:59.000Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_secs(4_102_444_800)),
+            "2100-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_secs(1_767_225_599)),
+            "2025-12-31T23:59:59.000Z"
+        );
+    }
+
+    #[test]
+    fn a_denial_is_marked_and_carries_no_contents() {
+        let paths = vec!["/etc/passwd".to_string()];
+        let err = ErrorObject::from_io(&io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "/etc/passwd: path is outside every sandbox root",
+        ));
+        let record = AuditRecord::new(
+            7,
+            "127.0.0.1:9",
+            "fs/readFile",
+            &paths,
+            &Err(err),
+            0,
+            Duration::from_micros(12),
+        );
+        let line: Value = serde_json::to_value(&record).unwrap();
+        assert_eq!(line["outcome"], "PermissionDenied");
+        assert_eq!(line["denied"], true);
+        assert_eq!(line["code"], -32603);
+        assert_eq!(line["micros"], 12);
+
+        let ok = AuditRecord::new(
+            7,
+            "stdio",
+            "fs/readFile",
+            &paths,
+            &Ok(Value::Null),
+            5,
+            Duration::ZERO,
+        );
+        let line: Value = serde_json::to_value(&ok).unwrap();
+        assert_eq!(line["outcome"], "ok");
+        assert_eq!(line["denied"], false);
+        assert!(line.get("error").is_none());
+    }
+
+    #[test]
+    fn concurrent_records_stay_whole_lines() {
+        #[derive(Clone, Default)]
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            // Accepts at most 7 bytes per call, so an unlocked writer would interleave.
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                let n = buf.len().min(7);
+                self.0.lock().unwrap().extend_from_slice(&buf[..n]);
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Shared::default();
+        let log = AuditLog::to_writer(sink.clone());
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let log = log.clone();
+                s.spawn(move || {
+                    let paths = vec![format!("/ws/thread-{t}")];
+                    for _ in 0..200 {
+                        log.record(&AuditRecord::new(
+                            t,
+                            "stdio",
+                            "fs/getMetadata",
+                            &paths,
+                            &Ok(Value::Null),
+                            0,
+                            Duration::ZERO,
+                        ));
+                    }
+                });
+            }
+        });
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1600);
+        for line in lines {
+            let value: Value = serde_json::from_str(line).unwrap();
+            let t = value["connection"].as_u64().unwrap();
+            assert_eq!(value["paths"][0], format!("/ws/thread-{t}"));
+        }
+    }
+}
