@@ -1,11 +1,12 @@
 //! `capfs serve`: the local backend behind a WebSocket endpoint.
 //!
 //! Transport (this file): accept, check the handshake (Origin, token, connection limit), then
-//! run each connection: the handshake state machine inline, fs requests concurrently (bounded
-//! per connection), responses written by one writer task as they complete. The handler
-//! (`handler.rs`) maps requests to trait calls.
+//! run each connection: the handshake state machine ([`Session`], `session.rs`) inline, fs
+//! requests concurrently (bounded per connection), responses written by one writer task as they
+//! complete. The handler (`handler.rs`) maps requests to trait calls.
 
 mod handler;
+mod session;
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,7 +14,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -24,15 +24,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
-use crate::protocol::{
-    DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, ErrorResponse as WireError, INITIALIZE_METHOD,
-    INITIALIZED_METHOD, INVALID_REQUEST, InitializeResponse, MALFORMED_MESSAGE_PREFIX,
-    METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE,
-    Request as WireRequest, RequestId, Response as WireResponse, ServerCapabilities,
-    UNKNOWN_REQUEST_ID,
-};
+use crate::protocol::Message;
 use crate::{ExecutorFileSystem, LocalFileSystem};
 pub use handler::FS_METHODS;
+pub use session::Session;
+use session::Step;
 
 /// Default bound on one incoming message: 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -258,27 +254,21 @@ async fn serve_connection(
     Ok(())
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Handshake {
-    AwaitingInitialize,
-    AwaitingInitialized,
-    Ready,
-}
-
 struct Connection {
     shared: Arc<Shared>,
     id: u64,
-    state: Handshake,
+    session: Session,
     in_flight: Arc<Semaphore>,
 }
 
 impl Connection {
     fn new(shared: Arc<Shared>, id: u64) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
+        let session = Session::new(shared.config.max_message_bytes);
         Self {
             shared,
             id,
-            state: Handshake::AwaitingInitialize,
+            session,
             in_flight,
         }
     }
@@ -339,72 +329,14 @@ impl Connection {
         let _ = writer.await;
     }
 
+    /// Answers one incoming message: handshake and protocol errors at once, fs calls on their
+    /// own task (at most `max_in_flight` at a time), each reply queued for the writer.
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<WsMessage>) {
-        let message = match Message::from_slice(bytes) {
-            Ok(message) => message,
-            Err(e) => {
-                let error =
-                    ErrorObject::new(INVALID_REQUEST, format!("{MALFORMED_MESSAGE_PREFIX}: {e}"));
-                send(out, error_message(UNKNOWN_REQUEST_ID, error)).await;
-                return;
-            }
+        let call = match self.session.receive(bytes) {
+            Step::Reply(message) => return send(out, message).await,
+            Step::Ignore => return,
+            Step::Run(call) => call,
         };
-        match message {
-            Message::Request(request) => self.on_request(request, out).await,
-            Message::Notification(n) if n.method == INITIALIZED_METHOD => {
-                if self.state == Handshake::AwaitingInitialized {
-                    self.state = Handshake::Ready;
-                }
-            }
-            Message::Notification(n) => {
-                tracing::debug!(
-                    connection = self.id,
-                    method = n.method,
-                    "notification ignored"
-                );
-            }
-            Message::Response(_) | Message::Error(_) => {
-                tracing::debug!(
-                    connection = self.id,
-                    "unexpected response from client ignored"
-                );
-            }
-        }
-    }
-
-    async fn on_request(&mut self, request: WireRequest, out: &mpsc::Sender<WsMessage>) {
-        let WireRequest { id, method, params } = request;
-        if method == INITIALIZE_METHOD {
-            let reply = if self.state == Handshake::AwaitingInitialize {
-                self.state = Handshake::AwaitingInitialized;
-                Ok(self.initialize_response())
-            } else {
-                Err(ErrorObject::new(
-                    INVALID_REQUEST,
-                    DUPLICATE_INITIALIZE_MESSAGE,
-                ))
-            };
-            send(out, reply_message(id, reply)).await;
-            return;
-        }
-        if !FS_METHODS.contains(&method.as_str()) {
-            let error = ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"));
-            send(out, error_message(id, error)).await;
-            return;
-        }
-        let refusal = match self.state {
-            Handshake::AwaitingInitialize => Some(NOT_INITIALIZED_MESSAGE),
-            Handshake::AwaitingInitialized => Some(NOT_INITIALIZED_NOTIFICATION_MESSAGE),
-            Handshake::Ready => None,
-        };
-        if let Some(message) = refusal {
-            send(
-                out,
-                error_message(id, ErrorObject::new(INVALID_REQUEST, message)),
-            )
-            .await;
-            return;
-        }
         let Ok(permit) = Arc::clone(&self.in_flight).acquire_owned().await else {
             return;
         };
@@ -413,48 +345,28 @@ impl Connection {
         let connection = self.id;
         tokio::spawn(async move {
             let started = Instant::now();
+            let method = call.method.clone();
             let mut outcome = handler::Outcome::default();
             let fs: &dyn ExecutorFileSystem = &shared.fs;
-            let reply = handler::dispatch(fs, &method, params, &mut outcome).await;
+            let reply = call.run(fs, &mut outcome).await;
             tracing::debug!(
                 connection,
                 method,
                 paths = ?outcome.paths,
-                ok = reply.is_ok(),
+                ok = matches!(reply, Message::Response(_)),
                 bytes = outcome.bytes,
                 micros = started.elapsed().as_micros() as u64,
                 "request"
             );
-            send(&out, reply_message(id, reply)).await;
+            send(&out, reply).await;
             drop(permit);
         });
     }
-
-    fn initialize_response(&self) -> Value {
-        let response = InitializeResponse {
-            capfs: Some(ServerCapabilities {
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                max_message_bytes: self.shared.config.max_message_bytes as u64,
-            }),
-        };
-        serde_json::to_value(response).expect("protocol results always serialize")
-    }
 }
 
-fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> WsMessage {
-    match reply {
-        Ok(result) => WsMessage::text(Message::Response(WireResponse { id, result }).to_text()),
-        Err(error) => error_message(id, error),
-    }
-}
-
-fn error_message(id: RequestId, error: ErrorObject) -> WsMessage {
-    WsMessage::text(Message::Error(WireError { id, error }).to_text())
-}
-
-async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {
+async fn send(out: &mpsc::Sender<WsMessage>, message: Message) {
     // A closed writer means the peer is gone; there is no one left to tell.
-    let _ = out.send(message).await;
+    let _ = out.send(WsMessage::text(message.to_text())).await;
 }
 
 #[cfg(test)]
