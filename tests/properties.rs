@@ -296,10 +296,13 @@ proptest! {
 // Operation plans: confinement and local/remote equivalence
 
 /// Relative paths a tree entry may occupy.
-const SLOTS: [&str; 7] = ["a", "b", "d", "d/a", "d/e", "e", "d/e/a"];
+const SLOTS: [&str; 8] = ["a", "b", "d", "d/a", "d/e", "e", "d/e/a", "f"];
 
 /// Names an operation's path is built from (besides `.`, `..` and empty components).
-const OP_NAMES: [&str; 6] = ["a", "b", "d", "e", "link", "outside"];
+const OP_NAMES: [&str; 8] = ["a", "b", "d", "e", "f", "outside", "é", LONG_NAME];
+
+/// One byte over the usual 255-byte name limit.
+const LONG_NAME: &str = "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn";
 
 /// Where a symlink planted in the tree points.
 #[derive(Clone, Copy, Debug)]
@@ -320,6 +323,7 @@ enum Entry {
     Dir(usize),
     File(usize, Vec<u8>),
     Symlink(usize, LinkTo),
+    Fifo(usize),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -364,7 +368,8 @@ fn entry() -> impl Strategy<Value = Entry> {
         slot.clone().prop_map(Entry::Dir),
         (slot.clone(), prop::collection::vec(any::<u8>(), 0..16))
             .prop_map(|(s, data)| Entry::File(s, data)),
-        (slot, link).prop_map(|(s, l)| Entry::Symlink(s, l)),
+        (slot.clone(), link).prop_map(|(s, l)| Entry::Symlink(s, l)),
+        slot.prop_map(Entry::Fifo),
     ]
 }
 
@@ -448,7 +453,9 @@ impl Tree {
         }
         for entry in entries {
             let slot = match entry {
-                Entry::Dir(s) | Entry::File(s, _) | Entry::Symlink(s, _) => SLOTS[*s],
+                Entry::Dir(s) | Entry::File(s, _) | Entry::Symlink(s, _) | Entry::Fifo(s) => {
+                    SLOTS[*s]
+                }
             };
             let path = self.root.join(slot);
             // Create missing parents one by one; a parent that is a file or a symlink (which
@@ -474,6 +481,11 @@ impl Tree {
                 Entry::File(_, data) => std::fs::write(&path, data).expect("file"),
                 Entry::Symlink(_, to) => {
                     std::os::unix::fs::symlink(self.link_text(slot, *to), &path).expect("link")
+                }
+                Entry::Fifo(_) => {
+                    let mode = rustix::fs::Mode::from_raw_mode(0o644);
+                    let fifo = rustix::fs::FileType::Fifo;
+                    rustix::fs::mknodat(rustix::fs::CWD, &path, fifo, mode, 0).expect("fifo")
                 }
             }
         }
@@ -512,6 +524,8 @@ impl Tree {
                 ('l', text)
             } else if meta.is_file() {
                 ('f', std::fs::read(&path).expect("file"))
+            } else if !meta.is_dir() {
+                ('p', Vec::new())
             } else {
                 for entry in std::fs::read_dir(&path).expect("dir") {
                     let entry = entry.expect("entry");
@@ -700,7 +714,10 @@ fn operation_plans_stay_confined_and_backends_agree() {
     let remote_canary = remote_tree.canary();
 
     let config = Config {
-        cases: 24,
+        cases: std::env::var("CAPFS_PLAN_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(24),
         failure_persistence: None,
         ..Config::default()
     };
