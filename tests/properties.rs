@@ -690,6 +690,32 @@ fn check_outcome(tree: &Tree, op: &Op, outcome: &Outcome) -> Result<(), TestCase
     Ok(())
 }
 
+/// Round trips after a successful operation: what was written reads back, a created directory
+/// is a directory.
+async fn check_round_trip(
+    fs: &dyn ExecutorFileSystem,
+    tree: &Tree,
+    op: &Op,
+    outcome: &Outcome,
+) -> Result<(), TestCaseError> {
+    match (op, outcome) {
+        (Op::Write(p, data), Outcome::Done) => {
+            let read = fs.read_file(&tree.path(p)).await.map_err(|e| e.kind());
+            prop_assert_eq!(read, Ok(data.clone()), "{:?} does not read back", op);
+        }
+        (Op::CreateDirectory(p, _), Outcome::Done) => {
+            let meta = fs.get_metadata(&tree.path(p)).await.map_err(|e| e.kind());
+            prop_assert!(
+                meta.is_ok_and(|m| m.is_directory),
+                "{:?} made no directory",
+                op
+            );
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 #[test]
 fn operation_plans_stay_confined_and_backends_agree() {
     let rt = runtime();
@@ -734,6 +760,12 @@ fn operation_plans_stay_confined_and_backends_agree() {
             let there = rt.block_on(apply(&remote, &remote_tree, op));
             check_outcome(&local_tree, op, &here)?;
             prop_assert_eq!(&here, &there, "op {} {:?}: local and remote differ", i, op);
+            for (fs, tree) in [
+                (&local as &dyn ExecutorFileSystem, &local_tree),
+                (&remote, &remote_tree),
+            ] {
+                rt.block_on(check_round_trip(fs, tree, op, &here))?;
+            }
             prop_assert!(
                 local_tree.canary() == local_canary,
                 "op {} {:?} changed the canary",

@@ -3,7 +3,7 @@
 //!
 //! Layout (one temporary directory, reused; the root's contents are rebuilt for every input):
 //! `root/` is the sandbox root; `outside/` and `secret.txt` beside it are the canary. The root
-//! starts with files, a directory and symlinks that point inside and out; plans may add more
+//! starts with files, a directory, a FIFO and symlinks that point inside and out; plans may add more
 //! links from a fixed list of texts (none of which reach further up than the temporary
 //! directory, so a bug cannot touch anything but the canary).
 //!
@@ -30,7 +30,7 @@ use capfs::{
 use libfuzzer_sys::fuzz_target;
 
 const TOKEN: &[u8] = b"CANARY-TOKEN-4e1b";
-const NAMES: [&str; 6] = ["a", "b", "dir", "up", "abs_out", "abs_in"];
+const NAMES: [&str; 7] = ["a", "b", "dir", "up", "abs_out", "abs_in", "fifo"];
 
 struct Fixture {
     top: tempfile::TempDir,
@@ -235,6 +235,9 @@ fn reset_root(fixture: &Fixture) {
     std::fs::create_dir_all(fixture.root.join("dir/inner")).expect("seed");
     std::fs::write(fixture.root.join("dir/b"), b"inside b").expect("seed");
     std::os::unix::fs::symlink("../outside", fixture.root.join("up")).expect("seed link");
+    let mode = rustix::fs::Mode::from_raw_mode(0o644);
+    let fifo = rustix::fs::FileType::Fifo;
+    rustix::fs::mknodat(rustix::fs::CWD, &fixture.root.join("fifo"), fifo, mode, 0).expect("fifo");
     std::os::unix::fs::symlink(
         LinkTarget::AbsoluteOutsideFile.text(fixture, ""),
         fixture.root.join("abs_out"),
