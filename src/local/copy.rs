@@ -25,7 +25,7 @@ pub(crate) fn copy(
 ) -> io::Result<()> {
     let src = fs.sandbox.resolve(source)?;
     let dst = fs.sandbox.resolve(destination)?;
-    dst.require_writable(destination)?;
+    resolve::require_writable(&fs.sandbox, &dst, destination, true)?;
     let metadata = resolve::follow(src.root, src.cap_path(), false, |p| {
         src.root.dir().symlink_metadata(p)
     })

@@ -13,7 +13,7 @@ pub(crate) fn create_directory(
     options: CreateDirectoryOptions,
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
-    resolved.require_writable(path)?;
+    resolve::require_writable(&fs.sandbox, &resolved, path, options.recursive)?;
     let root = resolved.root;
     let result = if resolved.is_root() {
         if options.recursive {

@@ -6,15 +6,15 @@ use std::io::{self, ErrorKind};
 use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
 
-use super::Inner;
 use super::errors::{self, with_path};
 use super::walk::{self, dir_id};
+use super::{Inner, resolve};
 use crate::sandbox::{FileId, Sandbox};
 use crate::{AbsolutePathBuf, RemoveOptions};
 
 pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
-    resolved.require_writable(path)?;
+    resolve::require_writable(&fs.sandbox, &resolved, path, false)?;
     if resolved.is_root() || fs.sandbox.contains_other_root(path, resolved.root) {
         return Err(errors::root_protected(path));
     }

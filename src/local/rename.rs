@@ -5,9 +5,9 @@ use std::io::{self, ErrorKind};
 
 use rustix::fs::RenameFlags;
 
-use super::Inner;
 use super::errors::{self, with_path};
 use super::walk;
+use super::{Inner, resolve};
 use crate::{AbsolutePathBuf, RenameOptions};
 
 pub(crate) fn rename(
@@ -18,8 +18,8 @@ pub(crate) fn rename(
 ) -> io::Result<()> {
     let src = fs.sandbox.resolve(source)?;
     let dst = fs.sandbox.resolve(destination)?;
-    src.require_writable(source)?;
-    dst.require_writable(destination)?;
+    resolve::require_writable(&fs.sandbox, &src, source, false)?;
+    resolve::require_writable(&fs.sandbox, &dst, destination, false)?;
     for (resolved, path) in [(&src, source), (&dst, destination)] {
         if resolved.is_root() || fs.sandbox.contains_other_root(path, resolved.root) {
             return Err(errors::root_protected(path));

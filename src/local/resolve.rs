@@ -14,8 +14,40 @@ use std::path::{Component, Path, PathBuf};
 
 use super::errors;
 use super::walk::{MAX_SYMLINK_HOPS, symlink_loop};
-use crate::AbsolutePathBuf;
-use crate::sandbox::Root;
+use crate::sandbox::{Resolved, Root};
+use crate::{AbsolutePathBuf, Access, Sandbox};
+
+/// Fails with `PermissionDenied` when `path` may not be changed: its root is read-only, or its
+/// symlinks, resolved inside the root, lead into a read-only root nested in it (`/ws/link/x` with
+/// `/ws/link -> ro` and `/ws/ro` a read-only root). `follow_final` says whether the operation
+/// follows a symlink at the last component. A resolution that fails (a link out of the root, a
+/// loop) is left for the operation itself to report.
+pub(crate) fn require_writable(
+    sandbox: &Sandbox,
+    resolved: &Resolved<'_>,
+    path: &AbsolutePathBuf,
+    follow_final: bool,
+) -> io::Result<()> {
+    resolved.require_writable(path)?;
+    let root = resolved.root;
+    let nested: Vec<&Path> = sandbox
+        .roots()
+        .iter()
+        .filter(|r| r.access() == Access::ReadOnly)
+        .filter_map(|r| r.path().strip_prefix(root.path()))
+        .filter(|inner| !inner.as_os_str().is_empty())
+        .collect();
+    if nested.is_empty() {
+        return Ok(());
+    }
+    let Ok(real) = resolve_links(root, &resolved.rel, follow_final) else {
+        return Ok(());
+    };
+    if nested.iter().any(|inner| real.starts_with(inner)) {
+        return Err(errors::read_only(path));
+    }
+    Ok(())
+}
 
 /// Runs `op` on `rel` (relative to `root`, `.` for the root itself); when cap-std reports an
 /// escape, retries it on the path with its symlinks resolved by [`resolve_links`]. The result

@@ -16,7 +16,7 @@ use crate::sandbox::{Resolved, Root};
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
-    resolved.require_writable(path)?;
+    resolve::require_writable(&fs.sandbox, &resolved, path, true)?;
     let target = WriteTarget::resolve(&resolved, path)?;
     let permissions = target.existing_file_permissions(path)?;
     replace_file(&target.parent, &target.name, permissions, |file| {
