@@ -299,7 +299,9 @@ proptest! {
 const SLOTS: [&str; 8] = ["a", "b", "d", "d/a", "d/e", "e", "d/e/a", "f"];
 
 /// Names an operation's path is built from (besides `.`, `..` and empty components).
-const OP_NAMES: [&str; 8] = ["a", "b", "d", "e", "f", "outside", "é", LONG_NAME];
+const OP_NAMES: [&str; 10] = [
+    "a", "b", "d", "e", "f", "outside", "ro", "keep.txt", "é", LONG_NAME,
+];
 
 /// One byte over the usual 255-byte name limit.
 const LONG_NAME: &str = "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn";
@@ -316,6 +318,8 @@ enum LinkTo {
     ItSelf,
     Dangling,
     EscapeThroughDir,
+    ReadOnlyRoot,
+    AbsoluteReadOnlyFile,
 }
 
 #[derive(Clone, Debug)]
@@ -363,6 +367,8 @@ fn entry() -> impl Strategy<Value = Entry> {
         Just(LinkTo::ItSelf),
         Just(LinkTo::Dangling),
         Just(LinkTo::EscapeThroughDir),
+        Just(LinkTo::ReadOnlyRoot),
+        Just(LinkTo::AbsoluteReadOnlyFile),
     ];
     prop_oneof![
         slot.clone().prop_map(Entry::Dir),
@@ -420,7 +426,28 @@ impl Tree {
         std::fs::write(top.join("outside/sub/deep.txt"), CANARY_TOKEN).expect("canary");
         std::fs::write(top.join("secret.txt"), CANARY_TOKEN).expect("canary");
         std::os::unix::fs::symlink("../root", top.join("outside/to_root")).expect("canary");
+        // A read-only root nested in the read-write one: its contents must never change either.
+        std::fs::create_dir(root.join("ro")).expect("read-only root");
         Self { top, root }
+    }
+
+    /// Empties `dir` (never following a link), leaving `dir` itself and the entry `keep`.
+    fn empty(dir: &Path, keep: Option<&Path>) {
+        for entry in std::fs::read_dir(dir).expect("dir") {
+            let entry = entry.expect("entry");
+            if Some(entry.path().as_path()) == keep {
+                continue;
+            }
+            if entry.file_type().expect("type").is_dir() {
+                std::fs::remove_dir_all(entry.path()).expect("clean");
+            } else {
+                std::fs::remove_file(entry.path()).expect("clean");
+            }
+        }
+    }
+
+    fn read_only_root(&self) -> PathBuf {
+        self.root.join("ro")
     }
 
     fn link_text(&self, slot: &str, to: LinkTo) -> PathBuf {
@@ -437,20 +464,23 @@ impl Tree {
             LinkTo::ItSelf => Path::new(slot).file_name().expect("name").into(),
             LinkTo::Dangling => "missing".into(),
             LinkTo::EscapeThroughDir => "d/../../..".into(),
+            LinkTo::ReadOnlyRoot => {
+                let depth = slot.matches('/').count();
+                PathBuf::from(format!("{}ro", "../".repeat(depth)))
+            }
+            LinkTo::AbsoluteReadOnlyFile => self.root.join("ro/keep.txt"),
         }
     }
 
     /// Empties the root and lays `entries` out in it (an entry whose slot or parent is taken by
     /// something else is skipped).
     fn reset(&self, entries: &[Entry]) {
-        for entry in std::fs::read_dir(&self.root).expect("root") {
-            let entry = entry.expect("entry");
-            if entry.file_type().expect("type").is_dir() {
-                std::fs::remove_dir_all(entry.path()).expect("clean");
-            } else {
-                std::fs::remove_file(entry.path()).expect("clean");
-            }
-        }
+        let ro = self.read_only_root();
+        Self::empty(&self.root, Some(&ro));
+        Self::empty(&ro, None);
+        std::fs::create_dir(ro.join("sub")).expect("read-only root");
+        std::fs::write(ro.join("keep.txt"), b"read-only").expect("read-only root");
+        std::fs::write(ro.join("sub/deep.txt"), b"read-only").expect("read-only root");
         for entry in entries {
             let slot = match entry {
                 Entry::Dir(s) | Entry::File(s, _) | Entry::Symlink(s, _) | Entry::Fifo(s) => {
@@ -545,9 +575,14 @@ impl Tree {
         out
     }
 
-    /// The canary: the whole top directory except the root's subtree.
-    fn canary(&self) -> Snapshot {
-        self.snapshot(&self.top, Some(&self.root), true)
+    /// What no operation may change: the whole top directory except the root's subtree, and
+    /// the read-only root nested in the root.
+    fn canary(&self) -> (Snapshot, Snapshot) {
+        let ro = self.read_only_root();
+        (
+            self.snapshot(&self.top, Some(&self.root), true),
+            self.snapshot(&ro, None, true),
+        )
     }
 
     fn contents(&self) -> Snapshot {
@@ -726,18 +761,24 @@ fn operation_plans_stay_confined_and_backends_agree() {
     let local = LocalFileSystem::new(
         Sandbox::new()
             .with_root(&local_tree.root, Access::ReadWrite)
+            .and_then(|s| s.with_root(local_tree.read_only_root(), Access::ReadOnly))
             .expect("sandbox"),
     );
     // One server for the whole run, over the twin tree.
-    let server = rt.block_on(serve::ServerProcess::start(&remote_tree.root));
+    let ro = remote_tree.read_only_root();
+    let args = [
+        OsStr::new("--root"),
+        remote_tree.root.as_os_str(),
+        OsStr::new("--read-only"),
+        ro.as_os_str(),
+    ];
+    let server = rt.block_on(serve::ServerProcess::start_with(&args, &[]));
     let remote = rt
         .block_on(RemoteFileSystem::connect(
             &server.url,
             RemoteOptions::default(),
         ))
         .expect("connect");
-    let local_canary = local_tree.canary();
-    let remote_canary = remote_tree.canary();
 
     let config = Config {
         cases: std::env::var("CAPFS_PLAN_CASES")
@@ -755,6 +796,8 @@ fn operation_plans_stay_confined_and_backends_agree() {
     let result = runner.run(&plan, |(entries, ops)| {
         local_tree.reset(&entries);
         remote_tree.reset(&entries);
+        let local_canary = local_tree.canary();
+        let remote_canary = remote_tree.canary();
         for (i, op) in ops.iter().enumerate() {
             let here = rt.block_on(apply(&local, &local_tree, op));
             let there = rt.block_on(apply(&remote, &remote_tree, op));
@@ -766,14 +809,16 @@ fn operation_plans_stay_confined_and_backends_agree() {
             ] {
                 rt.block_on(check_round_trip(fs, tree, op, &here))?;
             }
-            prop_assert!(
-                local_tree.canary() == local_canary,
+            prop_assert_eq!(
+                local_tree.canary(),
+                local_canary.clone(),
                 "op {} {:?} changed the canary",
                 i,
                 op
             );
-            prop_assert!(
-                remote_tree.canary() == remote_canary,
+            prop_assert_eq!(
+                remote_tree.canary(),
+                remote_canary.clone(),
                 "op {} {:?} changed the canary (remote)",
                 i,
                 op
