@@ -2,7 +2,8 @@
 //! sandbox next to an outside canary tree.
 //!
 //! Layout (one temporary directory, reused; the root's contents are rebuilt for every input):
-//! `root/` is the sandbox root; `outside/` and `secret.txt` beside it are the canary. The root
+//! `root/` is the sandbox root; `outside/` and `secret.txt` beside it are the canary, and so is
+//! `root/ro/`, a read-only root nested in the read-write one (created once, never reset). The root
 //! starts with files, a directory, a FIFO and symlinks that point inside and out; plans may add more
 //! links from a fixed list of texts (none of which reach further up than the temporary
 //! directory, so a bug cannot touch anything but the canary).
@@ -30,19 +31,22 @@ use capfs::{
 use libfuzzer_sys::fuzz_target;
 
 const TOKEN: &[u8] = b"CANARY-TOKEN-4e1b";
-const NAMES: [&str; 7] = ["a", "b", "dir", "up", "abs_out", "abs_in", "fifo"];
+const NAMES: [&str; 9] = [
+    "a", "b", "dir", "up", "abs_out", "abs_in", "fifo", "ro", "keep.txt",
+];
 
 struct Fixture {
     top: tempfile::TempDir,
     root: PathBuf,
     fs: LocalFileSystem,
     runtime: tokio::runtime::Runtime,
-    canary: Snapshot,
+    canary: (Snapshot, Snapshot),
 }
 
 type Snapshot = BTreeMap<PathBuf, (u32, u64, i64, Vec<u8>)>;
 
-fn snapshot(top: &Path) -> Snapshot {
+/// Everything below `top` except the subtree `skip`.
+fn snapshot(top: &Path, skip: &Path) -> Snapshot {
     let mut out = Snapshot::new();
     let mut todo = vec![top.to_path_buf()];
     while let Some(path) = todo.pop() {
@@ -58,8 +62,7 @@ fn snapshot(top: &Path) -> Snapshot {
             let mut names = Vec::new();
             for entry in std::fs::read_dir(&path).expect("canary dir") {
                 let entry = entry.expect("entry");
-                // The sandbox root is the one part of the temporary directory that may change.
-                if path == top && entry.file_name() == "root" {
+                if entry.path() == skip {
                     continue;
                 }
                 names.extend_from_slice(entry.file_name().as_bytes());
@@ -68,7 +71,7 @@ fn snapshot(top: &Path) -> Snapshot {
             }
             names
         };
-        let mtime = if path == top {
+        let mtime = if path == top || path == skip {
             0
         } else {
             meta.mtime_nsec() + meta.mtime() * 1_000_000_000
@@ -79,6 +82,15 @@ fn snapshot(top: &Path) -> Snapshot {
 }
 
 use std::os::unix::ffi::OsStringExt;
+
+/// What no operation may change: the temporary directory except the root, and the read-only
+/// root nested in the root.
+fn canary(top: &Path, root: &Path) -> (Snapshot, Snapshot) {
+    (
+        snapshot(top, root),
+        snapshot(&root.join("ro"), Path::new("")),
+    )
+}
 
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
@@ -93,11 +105,15 @@ fn fixture() -> &'static Fixture {
         std::fs::write(top.path().join("outside/secret.txt"), TOKEN).expect("canary file");
         std::fs::write(top.path().join("outside/sub/deep.txt"), TOKEN).expect("canary file");
         std::fs::write(top.path().join("secret.txt"), TOKEN).expect("canary file");
+        std::fs::create_dir_all(root.join("ro/rosub")).expect("read-only root");
+        std::fs::write(root.join("ro/keep.txt"), b"read-only").expect("read-only root");
+        std::fs::write(root.join("ro/rosub/ro.txt"), b"read-only").expect("read-only root");
         let sandbox = Sandbox::new()
             .with_root(&root, Access::ReadWrite)
+            .and_then(|s| s.with_root(root.join("ro"), Access::ReadOnly))
             .expect("sandbox");
         let root = sandbox.roots()[0].path().as_path().to_path_buf();
-        let canary = snapshot(top.path());
+        let canary = canary(top.path(), &root);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
@@ -123,6 +139,8 @@ enum LinkTarget {
     AbsoluteInside,
     AbsoluteRoot,
     Dot,
+    ReadOnlyRoot,
+    AbsoluteReadOnlyFile,
     Sibling,
     Dangling,
     SelfLink,
@@ -142,6 +160,8 @@ impl LinkTarget {
             Self::AbsoluteInside => fixture.root.join("dir"),
             Self::AbsoluteRoot => fixture.root.clone(),
             Self::Dot => ".".into(),
+            Self::ReadOnlyRoot => "ro".into(),
+            Self::AbsoluteReadOnlyFile => fixture.root.join("ro/keep.txt"),
             Self::Sibling => "a".into(),
             Self::Dangling => "missing".into(),
             Self::SelfLink => name.into(),
@@ -225,6 +245,9 @@ fn reset_root(fixture: &Fixture) {
     for entry in std::fs::read_dir(&fixture.root).expect("root") {
         let entry = entry.expect("entry");
         let path = entry.path();
+        if path == fixture.root.join("ro") {
+            continue;
+        }
         if entry.file_type().expect("type").is_dir() {
             std::fs::remove_dir_all(&path).expect("clean dir");
         } else {
@@ -419,7 +442,7 @@ fuzz_target!(|ops: Vec<Op>| {
     fixture.runtime.block_on(async {
         for (i, op) in ops.iter().enumerate() {
             run(fixture, op).await;
-            let now = snapshot(fixture.top.path());
+            let now = canary(fixture.top.path(), &fixture.root);
             assert!(now == fixture.canary, "op {i} {op:?} changed the canary");
             let root = std::fs::symlink_metadata(&fixture.root).expect("root still exists");
             assert!(root.is_dir(), "op {i} {op:?} replaced the root");
