@@ -88,6 +88,14 @@ fn only_normal_components(path: &Path) -> bool {
         .all(|c| matches!(c, Component::Normal(n) if !n.is_empty()))
 }
 
+/// The case count: `default`, or `CAPFS_PROPTEST_CASES` when set (for long local runs).
+fn cases(default: u32) -> u32 {
+    std::env::var("CAPFS_PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
@@ -145,7 +153,7 @@ fn path_near_roots() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: 256, ..Config::default() })]
+    #![proptest_config(Config { cases: cases(256), ..Config::default() })]
 
     #[test]
     fn normalisation_is_idempotent_absolute_and_clean(input in path_string()) {
@@ -215,7 +223,10 @@ proptest! {
         let Ok(path) = AbsolutePathBuf::try_from(input.as_str()) else {
             return Ok(());
         };
-        prop_assume!(!path.as_path().starts_with(&roots.paths[1]));
+        if path.as_path().starts_with(&roots.paths[1]) {
+            // Inside the root: another property's business (most generated paths are not).
+            return Ok(());
+        }
         prop_assert!(fs.sandbox().root_for(&path).is_none());
         let rt = runtime();
         let kinds = [
@@ -257,7 +268,7 @@ fn hostile_id() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: 512, ..Config::default() })]
+    #![proptest_config(Config { cases: cases(512), ..Config::default() })]
 
     #[test]
     fn sanitize_is_safe_idempotent_and_length_preserving(id in hostile_id()) {
@@ -781,10 +792,7 @@ fn operation_plans_stay_confined_and_backends_agree() {
         .expect("connect");
 
     let config = Config {
-        cases: std::env::var("CAPFS_PLAN_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(24),
+        cases: cases(24),
         failure_persistence: None,
         ..Config::default()
     };
