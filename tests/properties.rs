@@ -331,6 +331,8 @@ enum LinkTo {
     EscapeThroughDir,
     ReadOnlyRoot,
     AbsoluteReadOnlyFile,
+    AbsoluteSibling,
+    RelativeSibling,
 }
 
 #[derive(Clone, Debug)]
@@ -344,6 +346,7 @@ enum Entry {
 #[derive(Clone, Copy, Debug)]
 enum Base {
     Root,
+    Sibling,
     Outside,
     Top,
 }
@@ -380,6 +383,8 @@ fn entry() -> impl Strategy<Value = Entry> {
         Just(LinkTo::EscapeThroughDir),
         Just(LinkTo::ReadOnlyRoot),
         Just(LinkTo::AbsoluteReadOnlyFile),
+        Just(LinkTo::AbsoluteSibling),
+        Just(LinkTo::RelativeSibling),
     ];
     prop_oneof![
         slot.clone().prop_map(Entry::Dir),
@@ -395,6 +400,7 @@ fn op_path() -> impl Strategy<Value = OpPath> {
         14 => Just(Base::Root),
         1 => Just(Base::Outside),
         1 => Just(Base::Top),
+        2 => Just(Base::Sibling),
     ];
     let part = prop_oneof![
         12 => (0..OP_NAMES.len()).prop_map(|i| OP_NAMES[i].to_string()),
@@ -439,6 +445,8 @@ impl Tree {
         std::os::unix::fs::symlink("../root", top.join("outside/to_root")).expect("canary");
         // A read-only root nested in the read-write one: its contents must never change either.
         std::fs::create_dir(root.join("ro")).expect("read-only root");
+        // A second read-write root beside the first, for operations across roots.
+        std::fs::create_dir(top.join("sibling")).expect("sibling root");
         Self { top, root }
     }
 
@@ -461,6 +469,10 @@ impl Tree {
         self.root.join("ro")
     }
 
+    fn sibling_root(&self) -> PathBuf {
+        self.top.join("sibling")
+    }
+
     fn link_text(&self, slot: &str, to: LinkTo) -> PathBuf {
         match to {
             LinkTo::RelativeInside => "a".into(),
@@ -470,6 +482,11 @@ impl Tree {
             }
             LinkTo::AbsoluteOutside => self.top.join("outside"),
             LinkTo::AbsoluteInside => self.root.join("d"),
+            LinkTo::AbsoluteSibling => self.sibling_root().join("a"),
+            LinkTo::RelativeSibling => {
+                let depth = slot.matches('/').count() + 1;
+                PathBuf::from(format!("{}sibling", "../".repeat(depth)))
+            }
             LinkTo::Dot => ".".into(),
             LinkTo::DotDot => "..".into(),
             LinkTo::ItSelf => Path::new(slot).file_name().expect("name").into(),
@@ -492,6 +509,10 @@ impl Tree {
         std::fs::create_dir(ro.join("sub")).expect("read-only root");
         std::fs::write(ro.join("keep.txt"), b"read-only").expect("read-only root");
         std::fs::write(ro.join("sub/deep.txt"), b"read-only").expect("read-only root");
+        let sibling = self.sibling_root();
+        Self::empty(&sibling, None);
+        std::fs::create_dir(sibling.join("d")).expect("sibling root");
+        std::fs::write(sibling.join("a"), b"sibling").expect("sibling root");
         for entry in entries {
             let slot = match entry {
                 Entry::Dir(s) | Entry::File(s, _) | Entry::Symlink(s, _) | Entry::Fifo(s) => {
@@ -537,6 +558,7 @@ impl Tree {
             Base::Root => self.root.clone(),
             Base::Outside => self.top.join("outside"),
             Base::Top => self.top.clone(),
+            Base::Sibling => self.sibling_root(),
         };
         let mut text = base.into_os_string().into_vec();
         for part in &spec.parts {
@@ -548,7 +570,7 @@ impl Tree {
 
     /// Everything below `from` (not following links): relative path → (kind, contents or link
     /// text with this tree's top replaced by `$TOP`, and optionally mode and mtime).
-    fn snapshot(&self, from: &Path, skip: Option<&Path>, times: bool) -> Snapshot {
+    fn snapshot(&self, from: &Path, skip: &[&Path], times: bool) -> Snapshot {
         let mut out = Snapshot::new();
         let mut todo = vec![from.to_path_buf()];
         let top = self.top.as_os_str().as_bytes();
@@ -570,7 +592,7 @@ impl Tree {
             } else {
                 for entry in std::fs::read_dir(&path).expect("dir") {
                     let entry = entry.expect("entry");
-                    if Some(entry.path().as_path()) != skip {
+                    if !skip.contains(&entry.path().as_path()) {
                         todo.push(entry.path());
                     }
                 }
@@ -586,18 +608,22 @@ impl Tree {
         out
     }
 
-    /// What no operation may change: the whole top directory except the root's subtree, and
-    /// the read-only root nested in the root.
+    /// What no operation may change: the whole top directory except the read-write roots'
+    /// subtrees, and the read-only root nested in the root.
     fn canary(&self) -> (Snapshot, Snapshot) {
         let ro = self.read_only_root();
         (
-            self.snapshot(&self.top, Some(&self.root), true),
-            self.snapshot(&ro, None, true),
+            self.snapshot(&self.top, &[&self.root, &self.sibling_root()], true),
+            self.snapshot(&ro, &[], true),
         )
     }
 
-    fn contents(&self) -> Snapshot {
-        self.snapshot(&self.root, None, false)
+    /// What the roots hold, to compare the twin trees by.
+    fn contents(&self) -> (Snapshot, Snapshot) {
+        (
+            self.snapshot(&self.root, &[], false),
+            self.snapshot(&self.sibling_root(), &[], false),
+        )
     }
 }
 
@@ -692,7 +718,8 @@ async fn apply(fs: &dyn ExecutorFileSystem, tree: &Tree, op: &Op) -> Outcome {
 
 /// True when `path` is lexically outside the tree's root.
 fn outside(tree: &Tree, spec: &OpPath) -> bool {
-    !tree.path(spec).as_path().starts_with(&tree.root)
+    let path = tree.path(spec);
+    !path.as_path().starts_with(&tree.root) && !path.as_path().starts_with(tree.sibling_root())
 }
 
 /// The checks every outcome must pass whatever the backend: nothing read carries the canary's
@@ -773,13 +800,17 @@ fn operation_plans_stay_confined_and_backends_agree() {
         Sandbox::new()
             .with_root(&local_tree.root, Access::ReadWrite)
             .and_then(|s| s.with_root(local_tree.read_only_root(), Access::ReadOnly))
+            .and_then(|s| s.with_root(local_tree.sibling_root(), Access::ReadWrite))
             .expect("sandbox"),
     );
     // One server for the whole run, over the twin tree.
     let ro = remote_tree.read_only_root();
+    let sibling = remote_tree.sibling_root();
     let args = [
         OsStr::new("--root"),
         remote_tree.root.as_os_str(),
+        OsStr::new("--root"),
+        sibling.as_os_str(),
         OsStr::new("--read-only"),
         ro.as_os_str(),
     ];
