@@ -153,3 +153,47 @@ async fn remote_mutations_through_a_link_into_a_read_only_root_are_denied() {
         .unwrap();
     mutations_through_a_link_into_a_read_only_root(&fs, &ws).await;
 }
+
+/// Found while reviewing what the local/remote property cannot generate (its paths are strings):
+/// `AbsolutePathBuf` serialised lossily, so the remote backend sent `/ws/\xff` as `/ws/\u{FFFD}`
+/// and read, wrote or removed a different file than the one named. A path that is not UTF-8
+/// cannot cross the wire; the remote backend must refuse it with `InvalidInput` and touch
+/// nothing.
+#[tokio::test]
+async fn remote_refuses_a_non_utf8_path_instead_of_touching_another_file() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("\u{FFFD}"), b"another file").unwrap();
+    let server = ServerProcess::start(&ws).await;
+    let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
+        .await
+        .unwrap();
+    let mut bytes = ws.as_os_str().as_bytes().to_vec();
+    bytes.extend_from_slice(b"/\xff");
+    let path = AbsolutePathBuf::new(OsStr::from_bytes(&bytes)).unwrap();
+    let other = AbsolutePathBuf::new(ws.join("ok.txt")).unwrap();
+    let kinds = [
+        fs.read_file(&path).await.map(drop),
+        fs.write_file(&path, b"new".to_vec()).await,
+        fs.get_metadata(&path).await.map(drop),
+        fs.remove(&path, RemoveOptions::default()).await,
+        fs.copy(&path, &other, CopyOptions::default()).await,
+        fs.rename(&path, &other, RenameOptions::default()).await,
+    ]
+    .map(|r| r.map_err(|e| e.kind()));
+    assert_eq!(kinds, [const { Err(ErrorKind::InvalidInput) }; 6]);
+    assert_eq!(std::fs::read(ws.join("\u{FFFD}")).unwrap(), b"another file");
+    assert!(!ws.join("ok.txt").exists());
+    // The same path works on the local backend, where it names the right file.
+    let local = LocalFileSystem::new(Sandbox::new().with_root(&ws, Access::ReadWrite).unwrap());
+    local.write_file(&path, b"new".to_vec()).await.unwrap();
+    assert_eq!(
+        std::fs::read(ws.join(OsStr::from_bytes(b"\xff"))).unwrap(),
+        b"new"
+    );
+    assert_eq!(std::fs::read(ws.join("\u{FFFD}")).unwrap(), b"another file");
+}

@@ -240,6 +240,9 @@ impl Client {
         method: &str,
         params: impl Serialize,
     ) -> io::Result<T> {
+        // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
+        let params = serde_json::to_value(params)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
@@ -250,7 +253,7 @@ impl Client {
         let request = Message::Request(Request {
             id: RequestId::Integer(id),
             method: method.to_string(),
-            params: Some(serde_json::to_value(params).map_err(io::Error::other)?),
+            params: Some(params),
         });
         if self
             .out
