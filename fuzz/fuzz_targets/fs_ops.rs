@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -80,8 +80,6 @@ fn snapshot(top: &Path, skip: &Path) -> Snapshot {
     }
     out
 }
-
-use std::os::unix::ffi::OsStringExt;
 
 /// What no operation may change: the temporary directory except the root, and the read-only
 /// root nested in the root.
@@ -260,7 +258,7 @@ fn reset_root(fixture: &Fixture) {
     std::os::unix::fs::symlink("../outside", fixture.root.join("up")).expect("seed link");
     let mode = rustix::fs::Mode::from_raw_mode(0o644);
     let fifo = rustix::fs::FileType::Fifo;
-    rustix::fs::mknodat(rustix::fs::CWD, &fixture.root.join("fifo"), fifo, mode, 0).expect("fifo");
+    rustix::fs::mknodat(rustix::fs::CWD, fixture.root.join("fifo"), fifo, mode, 0).expect("fifo");
     std::os::unix::fs::symlink(
         LinkTarget::AbsoluteOutsideFile.text(fixture, ""),
         fixture.root.join("abs_out"),
