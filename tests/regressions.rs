@@ -197,3 +197,24 @@ async fn remote_refuses_a_non_utf8_path_instead_of_touching_another_file() {
     );
     assert_eq!(std::fs::read(ws.join("\u{FFFD}")).unwrap(), b"another file");
 }
+
+/// Found by the `protocol_decode` fuzz target (crash-8f271e59…): serde_json's default float
+/// parser is not correctly rounded, so `123228394.123456789e200` decoded to one `f64`, was
+/// written back as `1.232283941234568e+208`, and that text decoded to another: a message did not
+/// survive decode → encode → decode. A decoded message must re-encode to text that decodes to
+/// the same message.
+#[test]
+fn a_decoded_message_with_floats_round_trips() {
+    use capfs::protocol::Message;
+
+    let texts: [&[u8]; 3] = [
+        br#"{"id":1,"method":"initialized","params":[0.1,1e-7,2.2250738585072014e-308,123228394.123456789e200,-0,-0.0,1.7976931348623157e308,5e-324]}"#,
+        br#"{"id":"x","result":{"v":123228394.123456789e200}}"#,
+        br#"{"method":"n","params":{"a":0.30000000000000004,"b":9007199254740993.5}}"#,
+    ];
+    for text in texts {
+        let message = Message::from_slice(text).unwrap();
+        let again = Message::from_slice(message.to_text().as_bytes()).unwrap();
+        assert_eq!(again, message, "{}", String::from_utf8_lossy(text));
+    }
+}
