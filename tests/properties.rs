@@ -341,6 +341,9 @@ enum Entry {
     File(usize, Vec<u8>),
     Symlink(usize, LinkTo),
     Fifo(usize),
+    /// A hard link to `outside/linked.txt`: an ordinary file, whose outside name must keep its
+    /// contents whatever is done to the inside one.
+    Hardlink(usize),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -391,7 +394,8 @@ fn entry() -> impl Strategy<Value = Entry> {
         (slot.clone(), prop::collection::vec(any::<u8>(), 0..16))
             .prop_map(|(s, data)| Entry::File(s, data)),
         (slot.clone(), link).prop_map(|(s, l)| Entry::Symlink(s, l)),
-        slot.prop_map(Entry::Fifo),
+        slot.clone().prop_map(Entry::Fifo),
+        slot.prop_map(Entry::Hardlink),
     ]
 }
 
@@ -443,6 +447,7 @@ impl Tree {
         std::fs::write(top.join("outside/sub/deep.txt"), CANARY_TOKEN).expect("canary");
         std::fs::write(top.join("secret.txt"), CANARY_TOKEN).expect("canary");
         std::os::unix::fs::symlink("../root", top.join("outside/to_root")).expect("canary");
+        std::fs::write(top.join("outside/linked.txt"), b"hard-linked").expect("canary");
         // A read-only root nested in the read-write one: its contents must never change either.
         std::fs::create_dir(root.join("ro")).expect("read-only root");
         // A second read-write root beside the first, for operations across roots.
@@ -515,9 +520,11 @@ impl Tree {
         std::fs::write(sibling.join("a"), b"sibling").expect("sibling root");
         for entry in entries {
             let slot = match entry {
-                Entry::Dir(s) | Entry::File(s, _) | Entry::Symlink(s, _) | Entry::Fifo(s) => {
-                    SLOTS[*s]
-                }
+                Entry::Dir(s)
+                | Entry::File(s, _)
+                | Entry::Symlink(s, _)
+                | Entry::Fifo(s)
+                | Entry::Hardlink(s) => SLOTS[*s],
             };
             let path = self.root.join(slot);
             // Create missing parents one by one; a parent that is a file or a symlink (which
@@ -543,6 +550,9 @@ impl Tree {
                 Entry::File(_, data) => std::fs::write(&path, data).expect("file"),
                 Entry::Symlink(_, to) => {
                     std::os::unix::fs::symlink(self.link_text(slot, *to), &path).expect("link")
+                }
+                Entry::Hardlink(_) => {
+                    std::fs::hard_link(self.top.join("outside/linked.txt"), &path).expect("link")
                 }
                 Entry::Fifo(_) => {
                     let mode = rustix::fs::Mode::from_raw_mode(0o644);
