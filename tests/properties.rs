@@ -2,8 +2,15 @@
 //! operation plans that must leave an outside canary untouched and give the same results on the
 //! local and the remote backend.
 //!
-//! Case counts are kept small so the whole file runs in a few seconds in a debug build; the
-//! cargo-fuzz targets under `fuzz/` explore the same oracles for longer.
+//! The plans run on twin trees, one served locally and one by a single `capfs serve` started for
+//! the whole run: a read-write root with a read-only root nested in it, a second read-write root
+//! beside it, and a canary beside both. Trees hold files, directories, FIFOs, hard links to an
+//! outside file, and symlinks that point inside, out, into the other roots, at themselves and
+//! nowhere.
+//!
+//! Case counts are kept small so the whole file runs in a few seconds in a debug build;
+//! `CAPFS_PROPTEST_CASES=N` runs every property N times. The cargo-fuzz targets under `fuzz/`
+//! explore the same oracles for longer.
 
 mod serve;
 
