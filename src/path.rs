@@ -149,9 +149,17 @@ impl TryFrom<PathBuf> for AbsolutePathBuf {
     }
 }
 
+/// Serialises as a string. A path that is not valid UTF-8 is an error, never a lossy string: a
+/// replaced byte would name another file on the other side of the wire.
 impl serde::Serialize for AbsolutePathBuf {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0.to_string_lossy())
+        match self.0.to_str() {
+            Some(text) => serializer.serialize_str(text),
+            None => Err(serde::ser::Error::custom(format!(
+                "{}: path is not valid UTF-8 and cannot be sent over the wire",
+                self.0.display()
+            ))),
+        }
     }
 }
 

@@ -154,21 +154,52 @@ impl Sandbox {
         &self.roots
     }
 
-    /// Finds the root that serves `path`: the longest prefix at a component boundary.
+    /// The root that serves `path` and the part of `path` below it: the root whose path is the
+    /// longest prefix of `path` at a component boundary (`/ws` serves `/ws/a` but not `/wsx`).
+    ///
+    /// `Some` guarantees that `root.path()` joined with the returned relative path is `path`,
+    /// and that the relative path has no `.`, `..` or root component (it is empty for the root
+    /// itself). It is a lexical answer: symlinks below the root are resolved later, inside the
+    /// root's handle. `None` when no root contains `path`; every operation on such a path fails
+    /// with `PermissionDenied`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// use capfs::{AbsolutePathBuf, Access, Sandbox};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::create_dir(dir.path().join("inner"))?;
+    /// let sandbox = Sandbox::new()
+    ///     .with_root(dir.path(), Access::ReadWrite)?
+    ///     .with_root(dir.path().join("inner"), Access::ReadOnly)?;
+    /// let inner = sandbox.roots()[1].path();
+    ///
+    /// let path = inner.join("a/b")?;
+    /// let (root, rel) = sandbox.root_for(&path).unwrap();
+    /// assert_eq!((root.path(), rel), (inner, std::path::Path::new("a/b")));
+    /// assert!(sandbox.root_for(&AbsolutePathBuf::try_from("/")?).is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn root_for<'p>(&self, path: &'p AbsolutePathBuf) -> Option<(&Root, &'p Path)> {
+        self.roots
+            .iter()
+            .filter_map(|root| path.strip_prefix(&root.path).map(|rel| (root, rel)))
+            .max_by_key(|(root, _)| root.path.as_path().components().count())
+    }
+
+    /// Finds the root that serves `path` (see [`Sandbox::root_for`]).
     ///
     /// # Errors
     ///
     /// `PermissionDenied` when no root contains `path`.
     pub(crate) fn resolve(&self, path: &AbsolutePathBuf) -> io::Result<Resolved<'_>> {
-        self.roots
-            .iter()
-            .filter_map(|root| {
-                path.strip_prefix(&root.path).map(|rel| Resolved {
-                    root,
-                    rel: rel.to_path_buf(),
-                })
+        self.root_for(path)
+            .map(|(root, rel)| Resolved {
+                root,
+                rel: rel.to_path_buf(),
             })
-            .max_by_key(|r| r.root.path.as_path().components().count())
             .ok_or_else(|| errors::outside_roots(path))
     }
 

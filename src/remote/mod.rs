@@ -542,6 +542,9 @@ impl Client {
         method: &str,
         params: impl Serialize,
     ) -> io::Result<oneshot::Receiver<Reply>> {
+        // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
+        let params = serde_json::to_value(params)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let id = self.new_id();
         let (tx, rx) = oneshot::channel();
         {
@@ -552,7 +555,7 @@ impl Client {
         let request = Message::Request(Request {
             id: RequestId::Integer(id),
             method: method.to_string(),
-            params: Some(serde_json::to_value(params).map_err(io::Error::other)?),
+            params: Some(params),
         });
         if self
             .out

@@ -12,6 +12,7 @@
 
 mod audit;
 mod handler;
+mod session;
 mod stream;
 
 use std::collections::HashMap;
@@ -35,16 +36,15 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, ErrorResponse as WireError, INITIALIZE_METHOD,
-    INITIALIZED_METHOD, INVALID_REQUEST, InitializeResponse, MALFORMED_MESSAGE_PREFIX,
-    METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE,
-    Request as WireRequest, RequestId, Response as WireResponse, SERVER_BUSY, ServerCapabilities,
-    UNKNOWN_REQUEST_ID, data_frame_stream,
+    ErrorObject, ErrorResponse as WireError, Message, RequestId, Response as WireResponse,
+    SERVER_BUSY, data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 use audit::RequestLog;
 pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use handler::FS_METHODS;
+pub use session::Session;
+use session::{FsCall, Step, is_stream_method};
 
 /// Default bound on one incoming message: 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -467,18 +467,11 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for EndAsStop<S> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Handshake {
-    AwaitingInitialize,
-    AwaitingInitialized,
-    Ready,
-}
-
 struct Connection {
     shared: Arc<Shared>,
     id: u64,
     peer: Arc<str>,
-    state: Handshake,
+    session: Session,
     in_flight: Arc<Semaphore>,
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
@@ -487,11 +480,12 @@ struct Connection {
 impl Connection {
     fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
+        let session = Session::new(shared.config.max_message_bytes);
         Self {
             shared,
             id,
             peer,
-            state: Handshake::AwaitingInitialize,
+            session,
             in_flight,
             uploads: HashMap::new(),
         }
@@ -555,35 +549,15 @@ impl Connection {
     }
 
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<WsMessage>) {
-        let message = match Message::from_slice(bytes) {
-            Ok(message) => message,
-            Err(e) => {
-                let error =
-                    ErrorObject::new(INVALID_REQUEST, format!("{MALFORMED_MESSAGE_PREFIX}: {e}"));
-                send(out, error_message(UNKNOWN_REQUEST_ID, error)).await;
-                return;
+        match self.session.receive(bytes) {
+            Step::Reply(message) => send(out, WsMessage::text(message.to_text())).await,
+            Step::Answer { request, reply } => {
+                let log =
+                    self.request_log(&request.method, audit::raw_paths(request.params.as_ref()));
+                self.answer(out, log, request.id, reply).await;
             }
-        };
-        match message {
-            Message::Request(request) => self.on_request(request, out).await,
-            Message::Notification(n) if n.method == INITIALIZED_METHOD => {
-                if self.state == Handshake::AwaitingInitialized {
-                    self.state = Handshake::Ready;
-                }
-            }
-            Message::Notification(n) => {
-                tracing::debug!(
-                    connection = self.id,
-                    method = n.method,
-                    "notification ignored"
-                );
-            }
-            Message::Response(_) | Message::Error(_) => {
-                tracing::debug!(
-                    connection = self.id,
-                    "unexpected response from client ignored"
-                );
-            }
+            Step::Run(call) => self.on_request(call, out).await,
+            Step::Ignore => {}
         }
     }
 
@@ -611,39 +585,11 @@ impl Connection {
         send(out, reply_message(id, reply)).await;
     }
 
-    async fn on_request(&mut self, request: WireRequest, out: &mpsc::Sender<WsMessage>) {
-        let WireRequest { id, method, params } = request;
+    /// Runs a request that passed the handshake rules.
+    async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<WsMessage>) {
+        let FsCall { id, method, params } = call;
         let log = self.request_log(&method, audit::raw_paths(params.as_ref()));
-        if method == INITIALIZE_METHOD {
-            let reply = if self.state == Handshake::AwaitingInitialize {
-                self.state = Handshake::AwaitingInitialized;
-                Ok(self.initialize_response())
-            } else {
-                Err(ErrorObject::new(
-                    INVALID_REQUEST,
-                    DUPLICATE_INITIALIZE_MESSAGE,
-                ))
-            };
-            self.answer(out, log, id, reply).await;
-            return;
-        }
-        let is_stream =
-            method == CAPFS_READ_FILE_STREAM_METHOD || method == CAPFS_WRITE_FILE_STREAM_METHOD;
-        if !is_stream && !FS_METHODS.contains(&method.as_str()) {
-            let error = ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"));
-            self.answer(out, log, id, Err(error)).await;
-            return;
-        }
-        let refusal = match self.state {
-            Handshake::AwaitingInitialize => Some(NOT_INITIALIZED_MESSAGE),
-            Handshake::AwaitingInitialized => Some(NOT_INITIALIZED_NOTIFICATION_MESSAGE),
-            Handshake::Ready => None,
-        };
-        if let Some(message) = refusal {
-            let error = ErrorObject::new(INVALID_REQUEST, message);
-            self.answer(out, log, id, Err(error)).await;
-            return;
-        }
+        let is_stream = is_stream_method(&method);
         // A streamed write must not wait for a permit here: the data frames that would let the
         // running writes finish arrive behind it on this same socket. It is refused instead.
         let permit = if method == CAPFS_WRITE_FILE_STREAM_METHOD {
@@ -697,17 +643,6 @@ impl Connection {
             send(&out, reply_message(id, reply)).await;
             drop(permit);
         });
-    }
-
-    fn initialize_response(&self) -> Value {
-        let response = InitializeResponse {
-            capfs: Some(ServerCapabilities {
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                max_message_bytes: self.shared.config.max_message_bytes as u64,
-                data_frames: true,
-            }),
-        };
-        serde_json::to_value(response).expect("protocol results always serialize")
     }
 }
 
