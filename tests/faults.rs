@@ -388,16 +388,22 @@ async fn rounds_of_mixed_clients(clients: u64, ops: usize) {
             "--audit-log".as_ref(),
             audit.as_os_str(),
         ],
-        // glibc gives each thread that allocates under contention an arena of its own (up to
-        // 8 per core) and keeps freed memory in each, and it raises its mmap threshold to the
-        // largest block freed so far, after which 256 KiB data frames and file buffers come
-        // from the heaps and their high-water mark stays resident. With the defaults the
-        // server's RSS ratchets up by tens of MiB whenever a round reaches a new peak of
-        // concurrent large transfers. Two arenas and a fixed 128 KiB mmap threshold make the
-        // figure about what the server holds, not about where malloc happened to put it.
+        // glibc keeps freed memory where it was freed, which hides what the server holds:
+        // - each thread that allocates under contention gets an arena of its own (up to 8 per
+        //   core), each keeping its free memory;
+        // - the mmap threshold rises to the largest block freed so far, after which 256 KiB
+        //   data frames and file buffers come from the heaps and their peak stays resident;
+        // - every thread keeps a cache of freed small blocks (tcache), and the blocking pool
+        //   grows to hundreds of threads here, each filling its cache a little more per round.
+        // Measured at full size in release: with two arenas alone RSS went 56 -> 80 -> 80 MiB;
+        // adding the fixed threshold it rose 4-5 MiB per round for six rounds, even with one
+        // arena (anonymous memory; no descriptor growth); with the thread caches off as well
+        // it stayed at 16.5, 17.0, 16.6 MiB. So the test switches all three
+        // off, and what remains is what the server holds.
         &[
             ("MALLOC_ARENA_MAX", "2"),
             ("MALLOC_MMAP_THRESHOLD_", "131072"),
+            ("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0"),
         ],
     )
     .await;
@@ -425,10 +431,8 @@ async fn rounds_of_mixed_clients(clients: u64, ops: usize) {
         }
     }
     // The warm-up round grows what is allocated once and kept: the blocking thread pool and its
-    // stacks, the malloc arenas, tokio's and tracing's buffers. Measured over 10 rounds of the
-    // small size in debug, RSS with one arena rose from 19.5 to about 22 MiB within the first
-    // rounds and then stayed within 1 MiB of that; with glibc's default arenas it wandered
-    // between 28 and 39 MiB. Rounds 1 to 3 repeat the same work on new connections, so anything
+    // stacks, the malloc arenas, tokio's and tracing's buffers. With the allocator settings
+    // above, the full-size rounds measured 16.5, 17.0 and 16.6 MiB. Rounds 1 to 3 repeat the same work on new connections, so anything
     // that grows with requests or connections (a buffer kept per request, an upload or download
     // entry never removed, a connection's tasks) shows up as steady growth. 8 MiB leaves room
     // for the allocator's wandering; at full size (64 x 1,000 per round, about 150,000 requests
