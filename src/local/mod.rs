@@ -121,7 +121,7 @@ impl LocalFileSystem {
     ) -> FileSystemResult<(std::fs::File, u64)> {
         let path = path.clone();
         self.run(move |fs| {
-            read::open_for_read(fs, &path).map(|(file, size)| (file.into_std(), size))
+            read::open_for_read(fs, &path)
         })
         .await
     }

@@ -2,7 +2,7 @@
 
 use std::io::{self, Read};
 
-use cap_std::fs::{File, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use rustix::fs::OFlags;
 
 use super::errors::{self, with_path};
@@ -30,7 +30,7 @@ pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
 /// Reads the rest of an opened file (whose size at opening was `size`), refusing more than
 /// `limit` bytes.
 pub(crate) fn read_opened(
-    file: &File,
+    file: &std::fs::File,
     size: u64,
     path: &AbsolutePathBuf,
     limit: u64,
@@ -49,7 +49,13 @@ pub(crate) fn read_opened(
 
 /// Opens a regular file for reading and returns it with its size, refusing directories, special
 /// files and files over the read limit before anything is allocated for them.
-pub(crate) fn open_for_read(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<(File, u64)> {
+///
+/// The handle is returned as a `std::fs::File`: std's reads fill uninitialised buffers directly,
+/// where a cap-std `File` has them zeroed first (a second pass over every byte of a large file).
+pub(crate) fn open_for_read(
+    fs: &Inner,
+    path: &AbsolutePathBuf,
+) -> io::Result<(std::fs::File, u64)> {
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
     let options = nonblocking_read_options();
@@ -67,5 +73,5 @@ pub(crate) fn open_for_read(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<(F
     if metadata.len() > fs.read_limit {
         return Err(errors::too_large(fs.read_limit));
     }
-    Ok((file, metadata.len()))
+    Ok((file.into_std(), metadata.len()))
 }

@@ -95,12 +95,11 @@ fn send_frames(
         let want = (limit.saturating_add(1) - sent).min(DATA_CHUNK_BYTES as u64) as usize;
         let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
         frame.extend_from_slice(&header);
-        frame.resize(DATA_FRAME_HEADER_LEN + want, 0);
-        let n = read_full(&mut file, &mut frame[DATA_FRAME_HEADER_LEN..])?;
+        // Reads into the spare capacity until `want` bytes or the end: no zero-filling first.
+        let n = (&mut file).take(want as u64).read_to_end(&mut frame)?;
         if n == 0 {
             break;
         }
-        frame.truncate(DATA_FRAME_HEADER_LEN + n);
         if sent + n as u64 > limit {
             return Err(too_large(limit));
         }
@@ -109,20 +108,6 @@ fn send_frames(
         sent += n as u64;
     }
     Ok(sent)
-}
-
-/// Reads until `buf` is full or the file ends; returns the bytes read.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 /// Starts a streamed write: registers the stream so data frames reach it, then writes them.
