@@ -120,10 +120,7 @@ impl LocalFileSystem {
         path: &AbsolutePathBuf,
     ) -> FileSystemResult<(std::fs::File, u64)> {
         let path = path.clone();
-        self.run(move |fs| {
-            read::open_for_read(fs, &path)
-        })
-        .await
+        self.run(move |fs| read::open_for_read(fs, &path)).await
     }
 
     /// Writes a file of exactly `size` bytes received as chunks, atomically like

@@ -36,8 +36,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    ErrorObject, ErrorResponse as WireError, Message, RequestId, Response as WireResponse,
-    SERVER_BUSY, data_frame_stream,
+    ErrorObject, ErrorResponse as WireError, FS_GET_METADATA_METHOD, Message, RequestId,
+    Response as WireResponse, SERVER_BUSY, data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 use audit::RequestLog;
@@ -629,9 +629,10 @@ impl Connection {
             }
             return;
         }
+        let inline = method == FS_GET_METADATA_METHOD;
         let shared = Arc::clone(&self.shared);
         let out = out.clone();
-        tokio::spawn(async move {
+        let run = async move {
             let mut outcome = handler::Outcome::default();
             let fs: &dyn ExecutorFileSystem = &shared.fs;
             let reply = handler::dispatch(fs, &method, params, &mut outcome).await;
@@ -642,7 +643,14 @@ impl Connection {
             log.finish(&reply, outcome.bytes);
             send(&out, reply_message(id, reply)).await;
             drop(permit);
-        });
+        };
+        // The local backend answers `getMetadata` with a few `stat` calls and no hand-off to the
+        // blocking pool: cheaper to run here than to spawn. Everything else runs beside this loop.
+        if inline {
+            run.await;
+        } else {
+            tokio::spawn(run);
+        }
     }
 }
 
