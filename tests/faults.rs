@@ -6,7 +6,7 @@ mod serve;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,15 +20,7 @@ use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoteFileSystem,
     RemoteOptions, RemoveOptions, RenameOptions,
 };
-use serve::{RawPeer, ServerProcess, WAIT};
-
-fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    (dir, ws)
-}
+use serve::{RawPeer, ServerProcess, WAIT, workspace};
 
 fn abs(p: &Path) -> AbsolutePathBuf {
     AbsolutePathBuf::new(p).unwrap()

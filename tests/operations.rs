@@ -4,7 +4,7 @@ mod serve;
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,17 +22,9 @@ use capfs::{
     AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoteFileSystem, RemoteOptions,
     RemoveOptions, RenameOptions,
 };
-use serve::{RawPeer, ServerProcess, WAIT};
+use serve::{RawPeer, ServerProcess, WAIT, workspace};
 
 const BIN: &str = env!("CARGO_BIN_EXE_capfs");
-
-fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    (dir, ws)
-}
 
 fn abs(p: &Path) -> AbsolutePathBuf {
     AbsolutePathBuf::new(p).unwrap()

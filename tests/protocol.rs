@@ -14,15 +14,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
-use serve::{RawPeer, ServerProcess, error_of};
-
-fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    (dir, ws)
-}
+use serve::{RawPeer, ServerProcess, error_of, workspace};
 
 fn path_str(p: &std::path::Path) -> String {
     p.to_str().unwrap().to_string()

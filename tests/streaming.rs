@@ -8,20 +8,12 @@ use std::path::Path;
 
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
 use serde_json::json;
-use serve::{RawPeer, ServerProcess};
+use serve::{RawPeer, ServerProcess, workspace};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
         .collect()
-}
-
-fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    (dir, ws)
 }
 
 async fn client(url: &str) -> RemoteFileSystem {

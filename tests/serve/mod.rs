@@ -17,6 +17,16 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// A temporary directory holding an empty `ws/`, and the canonical path of `ws/` (the form a
+/// sandbox root is addressed by).
+pub fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    (dir, ws)
+}
+
 /// A running `capfs serve`, killed when dropped.
 pub struct ServerProcess {
     pub child: Child,
