@@ -132,12 +132,13 @@ pub async fn dispatch(
     }
 }
 
-fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
+/// Decodes a method's params; failures are -32602 with kind `InvalidInput`.
+pub(crate) fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
     serde_json::from_value(params.unwrap_or(Value::Null))
         .map_err(|e| invalid_input(INVALID_PARAMS, format!("invalid params: {e}")))
 }
 
-fn invalid_input(code: i64, message: String) -> ErrorObject {
+pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {
     ErrorObject {
         code,
         message,

@@ -36,8 +36,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    ErrorObject, ErrorResponse as WireError, FS_GET_METADATA_METHOD, Message, RequestId,
-    Response as WireResponse, SERVER_BUSY, data_frame_stream,
+    ErrorObject, FS_GET_METADATA_METHOD, RequestId, SERVER_BUSY, data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 use audit::RequestLog;
@@ -654,15 +653,9 @@ impl Connection {
     }
 }
 
+/// The text frame answering request `id` with `reply`.
 pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> WsMessage {
-    match reply {
-        Ok(result) => WsMessage::text(Message::Response(WireResponse { id, result }).to_text()),
-        Err(error) => error_message(id, error),
-    }
-}
-
-fn error_message(id: RequestId, error: ErrorObject) -> WsMessage {
-    WsMessage::text(Message::Error(WireError { id, error }).to_text())
+    WsMessage::text(session::reply_message(id, reply).to_text())
 }
 
 pub(crate) async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {

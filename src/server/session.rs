@@ -196,7 +196,8 @@ impl Session {
     }
 }
 
-fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> Message {
+/// The response or error answering request `id` with `reply`.
+pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> Message {
     match reply {
         Ok(result) => Message::Response(Response { id, result }),
         Err(error) => error_message(id, error),

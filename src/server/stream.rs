@@ -15,6 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::RequestLog;
+use super::handler::{invalid_input, parse};
 use super::{reply_message, send};
 use crate::LocalFileSystem;
 use crate::local::errors::too_large;
@@ -30,14 +31,6 @@ pub(crate) const UPLOAD_QUEUE_CHUNKS: usize = 8;
 pub(crate) struct Upload {
     chunks: mpsc::Sender<Bytes>,
     remaining: u64,
-}
-
-fn params<T: serde::de::DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
-    serde_json::from_value(params.unwrap_or(Value::Null)).map_err(|e| ErrorObject {
-        code: INVALID_PARAMS,
-        message: format!("invalid params: {e}"),
-        data: Some(serde_json::json!({ "kind": "InvalidInput" })),
-    })
 }
 
 fn stream_reply(result: io::Result<u64>) -> Result<Value, ErrorObject> {
@@ -56,7 +49,7 @@ pub(crate) fn start_read(
     log: RequestLog,
 ) {
     tokio::spawn(async move {
-        let reply = match params::<ReadStreamParams>(raw_params) {
+        let reply = match parse::<ReadStreamParams>(raw_params) {
             Err(error) => Err(error),
             Ok(p) => {
                 let limit = fs.read_limit();
@@ -120,13 +113,12 @@ pub(crate) fn start_write(
     permit: OwnedSemaphorePermit,
     log: RequestLog,
 ) -> Result<(), ErrorObject> {
-    let p: WriteStreamParams = params(raw_params)?;
+    let p: WriteStreamParams = parse(raw_params)?;
     if uploads.contains_key(&p.stream_id) {
-        return Err(ErrorObject {
-            code: INVALID_PARAMS,
-            message: format!("stream id {} is already in use", p.stream_id),
-            data: Some(serde_json::json!({ "kind": "InvalidInput" })),
-        });
+        return Err(invalid_input(
+            INVALID_PARAMS,
+            format!("stream id {} is already in use", p.stream_id),
+        ));
     }
     let (tx, rx) = mpsc::channel(UPLOAD_QUEUE_CHUNKS);
     if p.size > 0 {
