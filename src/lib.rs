@@ -41,7 +41,7 @@ pub use file_system::{
 };
 pub use local::{
     COPY_DEPTH_LIMIT, COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF,
-    COPY_UNSUPPORTED_TYPE, DEFAULT_READ_LIMIT, LocalFileSystem,
+    COPY_UNSUPPORTED_TYPE, DEFAULT_READ_LIMIT, INLINE_READ_BYTES, LocalFileSystem,
 };
 pub use path::AbsolutePathBuf;
 pub use remote::{RemoteFileSystem, RemoteOptions};
