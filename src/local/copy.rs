@@ -232,7 +232,9 @@ fn copy_tree(
             let child = match src_dir.open_dir_nofollow(&name) {
                 Ok(child) => child,
                 // Gone, or no longer a directory: nothing to copy as a directory.
-                Err(e) if e.kind() == ErrorKind::NotFound || is_loop_or_not_dir(&e) => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound || walk::is_not_a_directory(&e) => {
+                    continue;
+                }
                 Err(e) => return Err(src_err(e)),
             };
             let child_id = dir_id(&child).map_err(src_err)?;
@@ -310,7 +312,9 @@ fn copy_entries(
             let file = match open_source(src_dir, Path::new(&name)) {
                 Ok(Some(file)) => file,
                 Ok(None) => continue,
-                Err(e) if e.kind() == ErrorKind::NotFound || is_loop_or_not_dir(&e) => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound || walk::is_not_a_directory(&e) => {
+                    continue;
+                }
                 Err(e) => return Err(src_err(e)),
             };
             let permissions = file.metadata().map_err(src_err)?.permissions();
@@ -318,9 +322,4 @@ fn copy_entries(
         }
     }
     Ok(subdirs)
-}
-
-fn is_loop_or_not_dir(err: &io::Error) -> bool {
-    err.kind() == ErrorKind::NotADirectory
-        || err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }

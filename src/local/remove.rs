@@ -121,7 +121,7 @@ fn enter(
             Ok(Some((child, id)))
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) if is_not_a_directory(&e) => {
+        Err(e) if walk::is_not_a_directory(&e) => {
             ignore_not_found(dir.remove_file(name)).map_err(|e| with_path(path, e))?;
             Ok(None)
         }
@@ -142,12 +142,6 @@ fn clear_files(dir: &Dir) -> io::Result<Vec<OsString>> {
         }
     }
     Ok(subdirs)
-}
-
-/// `ELOOP` (a symlink under `O_NOFOLLOW`) or `ENOTDIR` (a file): the name is not a directory.
-fn is_not_a_directory(err: &io::Error) -> bool {
-    err.kind() == ErrorKind::NotADirectory
-        || err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 
 fn ignore_not_found(result: io::Result<()>) -> io::Result<()> {

@@ -172,6 +172,13 @@ pub(crate) fn temporary_name(purpose: &str) -> OsString {
     ))
 }
 
+/// True for the error of entering a name that is not a directory: `ELOOP` (a symlink under
+/// `O_NOFOLLOW`) or `ENOTDIR` (a file).
+pub(crate) fn is_not_a_directory(err: &io::Error) -> bool {
+    err.kind() == io::ErrorKind::NotADirectory
+        || err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
 /// The error a path operation gives for a loop of symlinks.
 pub(crate) fn symlink_loop() -> io::Error {
     io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error())
