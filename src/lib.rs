@@ -25,6 +25,7 @@
 
 pub mod artifact;
 mod environment;
+mod error;
 mod file_system;
 mod local;
 mod path;

@@ -7,7 +7,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
 
 use crate::AbsolutePathBuf;
-use crate::local::errors;
+use crate::error;
 
 /// Whether a root may be changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl Resolved<'_> {
     pub(crate) fn require_writable(&self, path: &AbsolutePathBuf) -> io::Result<()> {
         match self.root.access {
             Access::ReadWrite => Ok(()),
-            Access::ReadOnly => Err(errors::read_only(path)),
+            Access::ReadOnly => Err(error::read_only(path)),
         }
     }
 }
@@ -200,7 +200,7 @@ impl Sandbox {
                 root,
                 rel: rel.to_path_buf(),
             })
-            .ok_or_else(|| errors::outside_roots(path))
+            .ok_or_else(|| error::outside_roots(path))
     }
 
     /// True when `id` is the identity of any root's directory.

@@ -9,11 +9,11 @@ use std::path::Path;
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File};
 
-use super::errors::{self, with_path};
 use super::read::nonblocking_read_options;
 use super::walk::{self, dir_id};
 use super::write::{WriteTarget, replace_file};
 use super::{COPY_DEPTH_LIMIT, Inner, resolve};
+use crate::error::{self, with_path};
 use crate::sandbox::{FileId, Resolved, Sandbox};
 use crate::{AbsolutePathBuf, CopyOptions};
 
@@ -32,15 +32,15 @@ pub(crate) fn copy(
     .map_err(|e| with_path(source, e))?;
     if metadata.is_dir() {
         if !options.recursive {
-            return Err(errors::fixed(
+            return Err(error::fixed(
                 ErrorKind::InvalidInput,
-                errors::COPY_DIRECTORY_NEEDS_RECURSIVE,
+                error::COPY_DIRECTORY_NEEDS_RECURSIVE,
             ));
         }
         copy_tree(&fs.sandbox, &src, source, &dst, destination)
     } else if metadata.is_symlink() {
         if dst.is_root() {
-            return Err(errors::root_protected(destination));
+            return Err(error::root_protected(destination));
         }
         let (parent_rel, name) = walk::split(&src.rel);
         let text = walk::open_parent(src.root, parent_rel)
@@ -54,9 +54,9 @@ pub(crate) fn copy(
     } else if metadata.is_file() {
         copy_file(&fs.sandbox, &src, source, &dst, destination)
     } else {
-        Err(errors::fixed(
+        Err(error::fixed(
             ErrorKind::InvalidInput,
-            errors::COPY_UNSUPPORTED_TYPE,
+            error::COPY_UNSUPPORTED_TYPE,
         ))
     }
 }
@@ -95,9 +95,9 @@ fn copy_file(
     })
     .map_err(|e| with_path(source, e))?;
     let Some(file) = opened else {
-        return Err(errors::fixed(
+        return Err(error::fixed(
             ErrorKind::InvalidInput,
-            errors::COPY_UNSUPPORTED_TYPE,
+            error::COPY_UNSUPPORTED_TYPE,
         ));
     };
     let source_metadata = file.metadata().map_err(|e| with_path(source, e))?;
@@ -107,9 +107,9 @@ fn copy_file(
     if let Some(existing) = &target.existing
         && FileId::of(existing) == FileId::of(&source_metadata)
     {
-        return Err(errors::fixed(
+        return Err(error::fixed(
             ErrorKind::InvalidInput,
-            errors::COPY_ONTO_ITSELF,
+            error::COPY_ONTO_ITSELF,
         ));
     }
     write_copy(
@@ -171,7 +171,7 @@ fn copy_tree(
     dst: &Resolved<'_>,
     destination: &AbsolutePathBuf,
 ) -> io::Result<()> {
-    let into_itself = || errors::fixed(ErrorKind::InvalidInput, errors::COPY_INTO_ITSELF);
+    let into_itself = || error::fixed(ErrorKind::InvalidInput, error::COPY_INTO_ITSELF);
     let src_err = |e| with_path(source, e);
     let dst_err = |e| with_path(destination, e);
 
@@ -215,7 +215,7 @@ fn copy_tree(
     // directory on the way down could still be one, so each is checked before it is entered.
     let read_only = sandbox.read_only_roots_below(dst.root);
     if read_only.contains(&dst_id) {
-        return Err(errors::read_only(destination));
+        return Err(error::read_only(destination));
     }
     let mut created = HashSet::from([dst_id]);
 
@@ -242,7 +242,7 @@ fn copy_tree(
                 continue;
             }
             if stack.len() >= COPY_DEPTH_LIMIT {
-                return Err(errors::too_deep(source, COPY_DEPTH_LIMIT));
+                return Err(error::too_deep(source, COPY_DEPTH_LIMIT));
             }
             match dst_dir.create_dir(&name) {
                 Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(dst_err(e)),
@@ -251,7 +251,7 @@ fn copy_tree(
             let child_dst = dst_dir.open_dir_nofollow(&name).map_err(dst_err)?;
             let child_dst_id = dir_id(&child_dst).map_err(dst_err)?;
             if read_only.contains(&child_dst_id) {
-                return Err(errors::read_only(destination));
+                return Err(error::read_only(destination));
             }
             if child_dst_id == child_id {
                 return Err(into_itself());
@@ -273,10 +273,10 @@ fn copy_tree(
         };
         src_dir = walk::open_parent_verified(&src_dir, up.src_id)
             .map_err(src_err)?
-            .ok_or_else(|| errors::moved_during_walk(source))?;
+            .ok_or_else(|| error::moved_during_walk(source))?;
         dst_dir = walk::open_parent_verified(&dst_dir, up.dst_id)
             .map_err(dst_err)?
-            .ok_or_else(|| errors::moved_during_walk(destination))?;
+            .ok_or_else(|| error::moved_during_walk(destination))?;
     }
 }
 

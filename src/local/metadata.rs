@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use cap_std::fs::Dir;
 
-use super::errors::with_path;
 use super::{Inner, resolve, walk};
+use crate::error::with_path;
 use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(

@@ -16,7 +16,6 @@
 //! `remove` and `copy`), never a half-written file.
 
 mod copy;
-pub(crate) mod errors;
 mod metadata;
 mod read;
 mod remove;
@@ -35,7 +34,7 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
 };
 
-pub use errors::{
+pub use crate::error::{
     COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF, COPY_UNSUPPORTED_TYPE,
 };
 

@@ -5,9 +5,9 @@ use std::io::{self, Read};
 use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use rustix::fs::OFlags;
 
-use super::errors::{self, with_path};
 use super::{Inner, resolve};
 use crate::AbsolutePathBuf;
+use crate::error::{self, with_path};
 
 /// Options that open anything without blocking (a FIFO with no writer, a terminal) and without
 /// making it the controlling terminal; the type is checked on the handle afterwards.
@@ -21,7 +21,7 @@ pub(crate) fn nonblocking_read_options() -> OpenOptions {
 /// Maps the open error of a socket (`ENXIO`) to the special-file error.
 pub(crate) fn open_error(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
     if err.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) {
-        errors::not_regular_file(path)
+        error::not_regular_file(path)
     } else {
         with_path(path, err)
     }
@@ -42,7 +42,7 @@ pub(crate) fn read_opened(
         .read_to_end(&mut contents)
         .map_err(|e| with_path(path, e))?;
     if contents.len() as u64 > limit {
-        return Err(errors::too_large(limit));
+        return Err(error::too_large(limit));
     }
     Ok(contents)
 }
@@ -65,13 +65,13 @@ pub(crate) fn open_for_read(
     .map_err(|e| open_error(path, e))?;
     let metadata = file.metadata().map_err(|e| with_path(path, e))?;
     if metadata.is_dir() {
-        return Err(errors::is_a_directory(path));
+        return Err(error::is_a_directory(path));
     }
     if !metadata.is_file() {
-        return Err(errors::not_regular_file(path));
+        return Err(error::not_regular_file(path));
     }
     if metadata.len() > fs.read_limit {
-        return Err(errors::too_large(fs.read_limit));
+        return Err(error::too_large(fs.read_limit));
     }
     Ok((file.into_std(), metadata.len()))
 }

@@ -7,8 +7,8 @@ use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
 
 use super::Inner;
-use super::errors::{self, with_path};
 use super::walk::{self, dir_id};
+use crate::error::{self, with_path};
 use crate::sandbox::{FileId, Sandbox};
 use crate::{AbsolutePathBuf, RemoveOptions};
 
@@ -16,7 +16,7 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     if resolved.is_root() || fs.sandbox.contains_other_root(path, resolved.root) {
-        return Err(errors::root_protected(path));
+        return Err(error::root_protected(path));
     }
     let not_found = |e: io::Error| {
         if options.force && e.kind() == ErrorKind::NotFound {
@@ -38,7 +38,7 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
     let result = if !metadata.is_dir() {
         parent.remove_file(name)
     } else if fs.sandbox.is_root_id(FileId::of(&metadata)) {
-        return Err(errors::root_protected(path));
+        return Err(error::root_protected(path));
     } else if options.recursive {
         return remove_tree(&fs.sandbox, path, &parent, name.to_os_string());
     } else {
@@ -99,7 +99,7 @@ fn remove_tree(
         };
         current = walk::open_parent_verified(&current, up.id)
             .map_err(err)?
-            .ok_or_else(|| errors::moved_during_walk(path))?;
+            .ok_or_else(|| error::moved_during_walk(path))?;
         ignore_not_found(current.remove_dir(&done.name)).map_err(err)?;
     }
 }
@@ -116,7 +116,7 @@ fn enter(
         Ok(child) => {
             let id = dir_id(&child).map_err(|e| with_path(path, e))?;
             if sandbox.is_root_id(id) {
-                return Err(errors::root_protected(path));
+                return Err(error::root_protected(path));
             }
             Ok(Some((child, id)))
         }

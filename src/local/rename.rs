@@ -6,8 +6,8 @@ use std::io::{self, ErrorKind};
 use rustix::fs::RenameFlags;
 
 use super::Inner;
-use super::errors::{self, with_path};
 use super::walk;
+use crate::error::{self, with_path};
 use crate::{AbsolutePathBuf, RenameOptions};
 
 pub(crate) fn rename(
@@ -22,7 +22,7 @@ pub(crate) fn rename(
     dst.require_writable(destination)?;
     for (resolved, path) in [(&src, source), (&dst, destination)] {
         if resolved.is_root() || fs.sandbox.contains_other_root(path, resolved.root) {
-            return Err(errors::root_protected(path));
+            return Err(error::root_protected(path));
         }
     }
     if !std::ptr::eq(src.root, dst.root) {
@@ -45,7 +45,7 @@ pub(crate) fn rename(
         (&dst_parent, dst_name, destination),
     ] {
         if walk::holds_a_root(&fs.sandbox, parent, name).map_err(|e| with_path(path, e))? {
-            return Err(errors::root_protected(path));
+            return Err(error::root_protected(path));
         }
     }
     let flags = if options.overwrite {

@@ -12,9 +12,9 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::errors;
 use super::walk::{MAX_SYMLINK_HOPS, symlink_loop};
 use crate::AbsolutePathBuf;
+use crate::error;
 use crate::sandbox::Root;
 
 /// Runs `op` on `rel` (relative to `root`, `.` for the root itself); when cap-std reports an
@@ -27,7 +27,7 @@ pub(crate) fn follow<T>(
     op: impl Fn(&Path) -> io::Result<T>,
 ) -> io::Result<T> {
     match op(rel) {
-        Err(e) if errors::is_cap_std_escape(&e) => {
+        Err(e) if error::is_cap_std_escape(&e) => {
             let resolved = resolve_links(root, rel, follow_final)?;
             op(cap_form(&resolved))
         }
@@ -61,7 +61,7 @@ pub(crate) fn resolve_links(root: &Root, rel: &Path, follow_final: bool) -> io::
     while let Some(name) = todo.pop_front() {
         if name == ".." {
             if !done.pop() {
-                return Err(errors::cap_std_style_escape());
+                return Err(error::cap_std_style_escape());
             }
             continue;
         }
@@ -91,7 +91,7 @@ pub(crate) fn resolve_links(root: &Root, rel: &Path, follow_final: bool) -> io::
             let absolute = AbsolutePathBuf::new(&text)?;
             let inside = absolute
                 .strip_prefix(root.path())
-                .ok_or_else(errors::cap_std_style_escape)?;
+                .ok_or_else(error::cap_std_style_escape)?;
             done = PathBuf::new();
             push_front(&mut todo, inside)?;
         } else {
@@ -108,7 +108,7 @@ fn push_front(todo: &mut VecDeque<OsString>, path: &Path) -> io::Result<()> {
             Component::Normal(name) => todo.push_front(name.to_os_string()),
             Component::ParentDir => todo.push_front(OsString::from("..")),
             Component::CurDir | Component::RootDir => {}
-            Component::Prefix(_) => return Err(errors::cap_std_style_escape()),
+            Component::Prefix(_) => return Err(error::cap_std_style_escape()),
         }
     }
     Ok(())

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use rustix::fs::{Mode, OFlags};
 
-use super::{errors, resolve};
+use super::resolve;
 use crate::AbsolutePathBuf;
+use crate::error;
 use crate::sandbox::{FileId, Root, Sandbox};
 
 /// The most symlinks followed while resolving one path (the kernel's own limit).
@@ -99,7 +100,7 @@ pub(crate) fn require_writable_dir(
     if nested.is_empty() {
         return Ok(());
     }
-    let err = |e| errors::with_path(path, e);
+    let err = |e| error::with_path(path, e);
     let mut current = dir.try_clone().map_err(err)?;
     let mut id = dir_id(&current).map_err(err)?;
     for _ in 0..MAX_ANCESTORS {
@@ -107,7 +108,7 @@ pub(crate) fn require_writable_dir(
             return Ok(());
         }
         if nested.contains(&id) {
-            return Err(errors::read_only(path));
+            return Err(error::read_only(path));
         }
         let parent = open_dot_dot(&current).map_err(err)?;
         let parent_id = dir_id(&parent).map_err(err)?;
@@ -117,7 +118,7 @@ pub(crate) fn require_writable_dir(
         current = parent;
         id = parent_id;
     }
-    Err(errors::escape(path))
+    Err(error::escape(path))
 }
 
 /// True when the entry `name` in `parent` is a directory that is a sandbox root or holds one,

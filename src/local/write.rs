@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::{Dir, File, Metadata, Permissions};
 use cap_tempfile::TempFile;
 
-use super::errors::{self, with_path};
 use super::walk::{self, MAX_SYMLINK_HOPS};
 use super::{Inner, resolve};
 use crate::AbsolutePathBuf;
+use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
@@ -75,7 +75,7 @@ impl WriteTarget {
     /// absolute link text, or one that climbs above the root, is an escape.
     pub(crate) fn resolve(resolved: &Resolved<'_>, path: &AbsolutePathBuf) -> io::Result<Self> {
         if resolved.is_root() {
-            return Err(errors::is_a_directory(path));
+            return Err(error::is_a_directory(path));
         }
         let root: &Root = resolved.root;
         let mut rel = resolved.rel.clone();
@@ -98,12 +98,12 @@ impl WriteTarget {
                         resolve::resolve_links(root, parent_rel, true)
                             .map_err(|e| with_path(path, e))?
                     };
-                    let text = absolute_text_under_root(root, &text)
-                        .ok_or_else(|| errors::escape(path))?;
+                    let text =
+                        absolute_text_under_root(root, &text).ok_or_else(|| error::escape(path))?;
                     rel = match walk::join_link_target(&link_dir, &text) {
                         Some(next) if !next.as_os_str().is_empty() => next,
-                        Some(_) => return Err(errors::is_a_directory(path)),
-                        None => return Err(errors::escape(path)),
+                        Some(_) => return Err(error::is_a_directory(path)),
+                        None => return Err(error::escape(path)),
                     };
                 }
                 existing => {
@@ -126,9 +126,9 @@ impl WriteTarget {
     ) -> io::Result<Option<Permissions>> {
         match &self.existing {
             None => Ok(None),
-            Some(m) if m.is_dir() => Err(errors::is_a_directory(path)),
+            Some(m) if m.is_dir() => Err(error::is_a_directory(path)),
             Some(m) if m.is_file() => Ok(Some(m.permissions())),
-            Some(_) => Err(errors::not_regular_file(path)),
+            Some(_) => Err(error::not_regular_file(path)),
         }
     }
 }

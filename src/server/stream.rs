@@ -18,7 +18,7 @@ use super::audit::RequestLog;
 use super::handler::{invalid_input, parse};
 use super::{reply_message, send};
 use crate::LocalFileSystem;
-use crate::local::errors::too_large;
+use crate::error::too_large;
 use crate::protocol::{
     DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
     RequestId, StreamResponse, WriteStreamParams, data_frame_header,
