@@ -373,7 +373,8 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
     for root in sandbox.roots() {
         tracing::info!(root = %root.path(), access = ?root.access(), "sandbox root");
     }
-    let fs = LocalFileSystem::with_read_limit(sandbox, args.read_limit);
+    let fs: std::sync::Arc<dyn capfs::ExecutorFileSystem> =
+        std::sync::Arc::new(LocalFileSystem::with_read_limit(sandbox, args.read_limit));
     let config = ServerConfig {
         listen,
         token,
@@ -381,6 +382,7 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
         max_connections: args.max_connections,
         max_in_flight: args.max_in_flight,
         audit,
+        ..ServerConfig::default()
     };
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");

@@ -4,14 +4,10 @@
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem};
-
-/// Bytes moved per step of a local transfer.
-const CHUNK: usize = 256 * 1024;
 
 /// The file system the client subcommands work on.
 pub enum Backend {
@@ -119,33 +115,12 @@ pub async fn get(
 ) -> io::Result<()> {
     let staged = Staged::new(destination)?;
     let mut out = DirectFile(std::fs::File::create(&staged.temp)?);
-    match backend {
-        Backend::Remote(fs) => {
-            let size = fs.get_metadata(source).await?.size;
-            let bar = progress_bar(size);
-            fs.read_file_to(source, &mut out, &mut |n| bar.set_position(n))
-                .await?;
-            bar.finish_and_clear();
-        }
-        Backend::Local(fs) => {
-            let (file, size) = fs.open_read(source).await?;
-            let bar = progress_bar(size);
-            let mut input = tokio::fs::File::from_std(file);
-            let mut buf = vec![0u8; CHUNK];
-            let mut copied = 0u64;
-            while copied < size {
-                let n = input.read(&mut buf).await?;
-                if n == 0 {
-                    break;
-                }
-                let n = n.min((size - copied) as usize);
-                out.write_all(&buf[..n]).await?;
-                copied += n as u64;
-                bar.set_position(copied);
-            }
-            bar.finish_and_clear();
-        }
-    }
+    let fs = backend.file_system();
+    let size = fs.get_metadata(source).await?.size;
+    let bar = progress_bar(size);
+    fs.read_file_to(source, &mut out, &mut |n| bar.set_position(n))
+        .await?;
+    bar.finish_and_clear();
     out.flush().await?;
     drop(out);
     staged.commit()
@@ -160,35 +135,16 @@ pub async fn put(
     let mut input = tokio::fs::File::open(source).await?;
     let size = input.metadata().await?.len();
     let bar = progress_bar(size);
-    match backend {
-        Backend::Remote(fs) => {
-            fs.write_file_from(destination, size, &mut input, &mut |n| bar.set_position(n))
-                .await?;
-        }
-        Backend::Local(fs) => {
-            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(8);
-            let reader = {
-                let bar = bar.clone();
-                tokio::spawn(async move {
-                    let mut sent = 0u64;
-                    while sent < size {
-                        let want = (size - sent).min(CHUNK as u64);
-                        let mut chunk = Vec::with_capacity(want as usize);
-                        let n = (&mut input).take(want).read_to_end(&mut chunk).await?;
-                        if n == 0 || tx.send(Bytes::from(chunk)).await.is_err() {
-                            break;
-                        }
-                        sent += n as u64;
-                        bar.set_position(sent);
-                    }
-                    io::Result::Ok(())
-                })
-            };
-            let written = fs.write_file_stream(destination, size, rx).await;
-            reader.await.map_err(io::Error::other)??;
-            written?;
-        }
-    }
+    backend
+        .file_system()
+        .write_file_from(
+            destination,
+            &mut input,
+            Some(size),
+            capfs::WriteOptions::default(),
+            &mut |n| bar.set_position(n),
+        )
+        .await?;
     bar.finish_and_clear();
     Ok(())
 }

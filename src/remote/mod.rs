@@ -28,7 +28,7 @@ use crate::protocol::{
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
 };
 use client::{Client, Empty};
 pub use connect::RemoteOptions;
@@ -73,7 +73,7 @@ impl ExecutorFileSystem for RemoteFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
         if self.client.data_frames {
             let mut data = Vec::new();
-            self.read_file_to(path, &mut data, &mut |_| {}).await?;
+            self.stream_read(path, &mut data, &mut |_| {}).await?;
             return Ok(data);
         }
         let params = PathParams { path: path.clone() };
@@ -91,9 +91,11 @@ impl ExecutorFileSystem for RemoteFileSystem {
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
         if self.client.data_frames && contents.len() >= STREAM_WRITE_THRESHOLD {
             let size = contents.len() as u64;
-            return self
-                .write_file_from(path, size, &mut contents.as_slice(), &mut |_| {})
-                .await;
+            let options = WriteOptions::default();
+            let reader = &mut contents.as_slice();
+            self.stream_write(path, reader, Some(size), options, &mut |_| {})
+                .await?;
+            return Ok(());
         }
         let params = WriteFileParams {
             path: path.clone(),
@@ -101,6 +103,27 @@ impl ExecutorFileSystem for RemoteFileSystem {
         };
         let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
         Ok(())
+    }
+
+    async fn read_file_to(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        self.stream_read(path, writer, progress).await
+    }
+
+    async fn write_file_from(
+        &self,
+        path: &AbsolutePathBuf,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        self.stream_write(path, reader, size, options, progress)
+            .await
     }
 
     async fn create_directory(

@@ -9,11 +9,13 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::RemoteFileSystem;
 use super::client::{Downloads, connection_lost, finish};
+use crate::error::{check_stream_size, stream_ended_early, write_options_unsupported};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
     DATA_FRAME_HEADER_LEN, ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header,
+    data_frame_last_header,
 };
-use crate::{AbsolutePathBuf, ExecutorFileSystem};
+use crate::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Data frames a streamed read may have queued between the socket and its consumer.
 pub(super) const DOWNLOAD_QUEUE_CHUNKS: usize = 8;
@@ -24,22 +26,14 @@ pub(super) const MAX_UPLOADS: usize = 16;
 pub(super) const STREAM_WRITE_THRESHOLD: usize = 64 * 1024;
 
 impl RemoteFileSystem {
-    /// Streams the file at `path` into `writer`, calling `progress` with the running byte count.
-    /// Memory stays bounded whatever the file size. Returns the number of bytes written.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutorFileSystem::read_file`]; the error of `writer`; `BrokenPipe` when the
-    /// connection drops. What was already written to `writer` stays there.
-    pub async fn read_file_to<W>(
+    /// [`ExecutorFileSystem::read_file_to`]: the file's data frames go to `writer` as they
+    /// arrive, with bounded memory whatever the file size.
+    pub(super) async fn stream_read(
         &self,
         path: &AbsolutePathBuf,
-        writer: &mut W,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
         progress: &mut (dyn FnMut(u64) + Send),
-    ) -> io::Result<u64>
-    where
-        W: tokio::io::AsyncWrite + Unpin + Send,
-    {
+    ) -> io::Result<u64> {
         if !self.client.data_frames {
             let data = self.read_file(path).await?;
             writer.write_all(&data).await?;
@@ -94,32 +88,31 @@ impl RemoteFileSystem {
         Ok(received)
     }
 
-    /// Streams `size` bytes from `reader` into the file at `path`, which is replaced atomically
-    /// once they have all arrived. Memory stays bounded whatever the size.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutorFileSystem::write_file`]; `UnexpectedEof` when `reader` ends before `size`
-    /// bytes (the file is then left as it was); `BrokenPipe` when the connection drops.
-    pub async fn write_file_from<R>(
+    /// [`ExecutorFileSystem::write_file_from`]: `reader`'s bytes go out as data frames as they
+    /// are read, with bounded memory whatever the size; without `size`, a last frame tagged
+    /// [`DATA_FRAME_LAST_TAG`](crate::protocol::DATA_FRAME_LAST_TAG) ends them.
+    pub(super) async fn stream_write(
         &self,
         path: &AbsolutePathBuf,
-        size: u64,
-        reader: &mut R,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
+        options: WriteOptions,
         progress: &mut (dyn FnMut(u64) + Send),
-    ) -> io::Result<()>
-    where
-        R: tokio::io::AsyncRead + Unpin + Send,
-    {
+    ) -> io::Result<u64> {
         if !self.client.data_frames {
-            let mut data = Vec::new();
-            (&mut *reader).take(size).read_to_end(&mut data).await?;
-            if (data.len() as u64) < size {
-                return Err(short_source(data.len() as u64, size));
+            if options != WriteOptions::default() {
+                return Err(write_options_unsupported(path));
             }
+            let mut data = Vec::new();
+            let want = size.map_or(u64::MAX, |size| size.saturating_add(1));
+            (&mut *reader).take(want).read_to_end(&mut data).await?;
+            if let Some(size) = size {
+                check_stream_size(data.len() as u64, size)?;
+            }
+            let written = data.len() as u64;
             self.write_file(path, data).await?;
-            progress(size);
-            return Ok(());
+            progress(written);
+            return Ok(written);
         }
         let client = &self.client;
         let _slot = client
@@ -132,19 +125,28 @@ impl RemoteFileSystem {
             path: path.clone(),
             stream_id,
             size,
+            mode: options.mode,
+            modified_at_ms: options.modified_at_ms,
         };
         let mut reply = client
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
             .await?;
         let header = data_frame_header(stream_id);
         let mut sent = 0u64;
-        while sent < size {
+        loop {
             if let Ok(early) = reply.try_recv() {
                 // Refused before all the data went out (bad path, read-only root, ...).
                 let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{path}: the server finished the write before its data was sent"),
+                ));
+            }
+            let left = size.map_or(u64::MAX, |size| size - sent);
+            if left == 0 {
                 break;
             }
-            let want = (size - sent).min(DATA_CHUNK_BYTES as u64) as usize;
+            let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
             let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
             frame.extend_from_slice(&header);
             let n = (&mut *reader)
@@ -153,8 +155,18 @@ impl RemoteFileSystem {
                 .await
                 .inspect_err(|_| client.abort_upload(&header))?;
             if n == 0 {
-                client.abort_upload(&header);
-                return Err(short_source(sent, size));
+                if let Some(size) = size {
+                    client.abort_upload(&header);
+                    return Err(stream_ended_early(sent, size));
+                }
+                // The end of an unsized write: an empty last frame.
+                let last = data_frame_last_header(stream_id);
+                client
+                    .out
+                    .send(WsMessage::Binary(last.to_vec().into()))
+                    .await
+                    .map_err(|_| connection_lost())?;
+                break;
             }
             client
                 .out
@@ -164,8 +176,14 @@ impl RemoteFileSystem {
             sent += n as u64;
             progress(sent);
         }
-        let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
-        Ok(())
+        let done: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
+        if done.size != sent {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: the server wrote {} bytes of {sent}", done.size),
+            ));
+        }
+        Ok(sent)
     }
 }
 
@@ -176,11 +194,4 @@ impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.0.lock().expect("downloads lock").remove(&self.1);
     }
-}
-
-fn short_source(got: u64, size: u64) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        format!("the source ended after {got} of {size} bytes"),
-    )
 }

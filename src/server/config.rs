@@ -2,6 +2,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -13,6 +14,13 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// Default bound on requests running at once on one connection; further requests wait unread.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+/// Default bound on requests doing file-system work at once across the server (each holds at
+/// most one thread of tokio's blocking pool, whose own bound is 512).
+pub const DEFAULT_MAX_BLOCKING: usize = 128;
+/// Default bound on requests doing file-system work at once on one connection.
+pub const DEFAULT_MAX_BLOCKING_PER_CONNECTION: usize = 16;
+/// Default time a streamed transfer may go without progress before it fails.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How `capfs serve` listens and what it allows.
 #[derive(Clone, Debug)]
@@ -27,6 +35,15 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Most requests running at once per connection.
     pub max_in_flight: usize,
+    /// Most requests doing file-system work at once across the server. A request waiting for
+    /// the network (a streamed write waiting for data, a streamed read waiting for the peer to
+    /// read) does not count; so no thread of the blocking pool ever waits on a peer.
+    pub max_blocking: usize,
+    /// Most requests doing file-system work at once on one connection.
+    pub max_blocking_per_connection: usize,
+    /// Longest time a streamed read or write may make no progress (no data frame arriving, or
+    /// the peer not reading) before it fails; a failed write leaves the file as it was.
+    pub stream_idle_timeout: Duration,
     /// Where one JSON line per request goes, when set.
     pub audit: Option<AuditLog>,
 }
@@ -39,6 +56,9 @@ impl Default for ServerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_blocking: DEFAULT_MAX_BLOCKING,
+            max_blocking_per_connection: DEFAULT_MAX_BLOCKING_PER_CONNECTION,
+            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
             audit: None,
         }
     }

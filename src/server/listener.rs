@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
-use crate::LocalFileSystem;
+use crate::ExecutorFileSystem;
 use crate::transport::stdio::EndAsStop;
 
 /// Bound on the time from accepting a TCP connection to a completed WebSocket handshake, so a
@@ -32,18 +32,19 @@ const READYZ_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n
 /// A bound, not yet running server.
 pub struct Server {
     listener: TcpListener,
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     url: String,
 }
 
 impl Server {
-    /// Binds the listening socket.
+    /// Binds the listening socket; the server will serve `fs` (any [`ExecutorFileSystem`]:
+    /// a local one, a remote one, a test double).
     ///
     /// # Errors
     ///
     /// `PermissionDenied` for a non-loopback address without a token; the bind error otherwise.
-    pub async fn bind(fs: LocalFileSystem, config: ServerConfig) -> io::Result<Self> {
+    pub async fn bind(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> io::Result<Self> {
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -76,11 +77,7 @@ impl Server {
     ///
     /// Only when accepting fails in a way that is not about one connection.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-        let shared = Arc::new(Shared {
-            fs: self.fs,
-            connections: Arc::new(Semaphore::new(self.config.max_connections)),
-            config: self.config,
-        });
+        let shared = Arc::new(Shared::new(self.fs, self.config));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         let mut next_connection_id = 0u64;
@@ -262,7 +259,7 @@ async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
 ///
 /// None today; the result leaves room for transport set-up failures.
 pub async fn serve_stdio(
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
@@ -277,7 +274,7 @@ pub async fn serve_stdio(
 ///
 /// None today; the result leaves room for transport set-up failures.
 pub async fn serve_byte_stream<S>(
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     io: S,
     peer: &str,
@@ -298,11 +295,7 @@ where
         Some(ws_config(&config)),
     )
     .await;
-    let shared = Arc::new(Shared {
-        fs,
-        connections: Arc::new(Semaphore::new(1)),
-        config,
-    });
+    let shared = Arc::new(Shared::new(fs, config));
     let run = Connection::new(shared, 1, peer.into()).run(ws, stop_rx);
     tokio::pin!(run);
     tokio::pin!(shutdown);

@@ -15,10 +15,12 @@ mod handler;
 mod listener;
 mod session;
 mod stream;
+mod work;
 
 pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use config::{
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, ServerConfig,
+    DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
     parse_listen_url,
 };
 pub use handler::FS_METHODS;

@@ -85,6 +85,7 @@ impl FsCall {
     pub(crate) async fn run(
         self,
         fs: &dyn ExecutorFileSystem,
+        max_message_bytes: usize,
         outcome: &mut handler::Outcome,
     ) -> Message {
         let reply = if is_stream_method(&self.method) {
@@ -96,7 +97,9 @@ impl FsCall {
                 ),
             ))
         } else {
-            handler::dispatch(fs, &self.method, self.params, outcome).await
+            handler::dispatch(fs, &self.method, self.params, max_message_bytes, outcome)
+                .await
+                .map(handler::Payload::into_value)
         };
         reply_message(self.id, reply)
     }
@@ -119,7 +122,10 @@ impl Session {
         match self.receive(bytes) {
             Step::Reply(message) => Some(message),
             Step::Answer { request, reply } => Some(reply_message(request.id, reply)),
-            Step::Run(call) => Some(call.run(fs, &mut handler::Outcome::default()).await),
+            Step::Run(call) => {
+                let mut outcome = handler::Outcome::default();
+                Some(call.run(fs, self.max_message_bytes, &mut outcome).await)
+            }
             Step::Ignore => None,
         }
     }
