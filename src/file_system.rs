@@ -109,6 +109,13 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// (`file is too large to read: limit is {N} bytes`); `PermissionDenied` for an escape.
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>>;
 
+    /// The largest file [`read_file`](Self::read_file) returns, when this file system has such a
+    /// bound. A server announces it, so that its clients apply the same bound to whole-file
+    /// reads. The default is `None`.
+    fn read_file_limit(&self) -> Option<u64> {
+        None
+    }
+
     /// Streams a whole regular file into `writer`, calling `progress` with the running byte count,
     /// and returns the number of bytes written. Unlike [`read_file`](Self::read_file), a stream
     /// is not bound by the read limit: memory stays bounded whatever the file's size. The

@@ -255,6 +255,11 @@ pub struct ServerCapabilities {
     /// [`CAPFS_WRITE_FILE_STREAM_METHOD`] and data frames.
     #[serde(default)]
     pub data_frames: bool,
+    /// The largest file `fs/readFile` returns, when the served file system has such a bound; a
+    /// client applies it to its own whole-file reads over streams (see
+    /// [`ReadStreamParams::max_bytes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_limit: Option<u64>,
 }
 
 /// Params of [`CAPFS_READ_FILE_STREAM_METHOD`]. The server answers with data frames of
@@ -266,6 +271,12 @@ pub struct ReadStreamParams {
     pub path: AbsolutePathBuf,
     /// Chosen by the client, unique among its open streams on the connection.
     pub stream_id: u64,
+    /// When set, a file holding more than this many bytes fails with `InvalidInput`
+    /// (`file is too large to read: limit is {N} bytes`), as `fs/readFile` does at the read
+    /// limit: refused before any data frame when its size says so, cut off after at most this
+    /// many bytes when it grows. Absent: the whole file, whatever its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 /// Params of [`CAPFS_WRITE_FILE_STREAM_METHOD`]. The client sends exactly `size` bytes as data

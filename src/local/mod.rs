@@ -143,6 +143,10 @@ impl ExecutorFileSystem for LocalFileSystem {
             .await
     }
 
+    fn read_file_limit(&self) -> Option<u64> {
+        Some(self.inner.read_limit)
+    }
+
     async fn read_file_to(
         &self,
         path: &AbsolutePathBuf,

@@ -40,6 +40,8 @@ pub(super) struct Client {
     pub(super) next_id: AtomicI64,
     pub(super) reader: JoinHandle<()>,
     pub(super) data_frames: bool,
+    /// The server's bound on whole-file reads, when it announced one.
+    pub(super) read_limit: Option<u64>,
     /// The command carrying the connection, killed when the client goes away.
     _command: Option<tokio::process::Child>,
 }
@@ -85,6 +87,7 @@ impl Client {
             next_id: AtomicI64::new(1),
             reader,
             data_frames: false,
+            read_limit: None,
             _command: command,
         };
         let params = InitializeParams {
@@ -96,7 +99,8 @@ impl Client {
         )
         .await
         .map_err(|_| timed_out("initialize", options.connect_timeout))??;
-        client.data_frames = initialized.capfs.is_some_and(|c| c.data_frames);
+        client.data_frames = initialized.capfs.as_ref().is_some_and(|c| c.data_frames);
+        client.read_limit = initialized.capfs.and_then(|c| c.read_limit);
         client.notify(INITIALIZED_METHOD).await?;
         Ok(client)
     }

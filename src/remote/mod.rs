@@ -73,7 +73,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
         if self.client.data_frames {
             let mut data = Vec::new();
-            self.stream_read(path, &mut data, &mut |_| {}).await?;
+            let limit = self.client.read_limit;
+            self.stream_read(path, limit, &mut data, &mut |_| {})
+                .await?;
             return Ok(data);
         }
         let params = PathParams { path: path.clone() };
@@ -105,13 +107,17 @@ impl ExecutorFileSystem for RemoteFileSystem {
         Ok(())
     }
 
+    fn read_file_limit(&self) -> Option<u64> {
+        self.client.read_limit
+    }
+
     async fn read_file_to(
         &self,
         path: &AbsolutePathBuf,
         writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> FileSystemResult<u64> {
-        self.stream_read(path, writer, progress).await
+        self.stream_read(path, None, writer, progress).await
     }
 
     async fn write_file_from(

@@ -27,10 +27,12 @@ pub(super) const STREAM_WRITE_THRESHOLD: usize = 64 * 1024;
 
 impl RemoteFileSystem {
     /// [`ExecutorFileSystem::read_file_to`]: the file's data frames go to `writer` as they
-    /// arrive, with bounded memory whatever the file size.
+    /// arrive, with bounded memory whatever the file size; with `max_bytes`, a file holding more
+    /// fails as `fs/readFile` fails at the read limit.
     pub(super) async fn stream_read(
         &self,
         path: &AbsolutePathBuf,
+        max_bytes: Option<u64>,
         writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> io::Result<u64> {
@@ -52,6 +54,7 @@ impl RemoteFileSystem {
         let params = ReadStreamParams {
             path: path.clone(),
             stream_id,
+            max_bytes,
         };
         let mut reply = client
             .start_call(CAPFS_READ_FILE_STREAM_METHOD, params)

@@ -77,7 +77,8 @@ impl Connection {
             Arc::new(Semaphore::new(shared.config.max_blocking_per_connection)),
             Arc::clone(&shared.work),
         );
-        let session = Session::new(shared.config.max_message_bytes);
+        let session =
+            Session::new(shared.config.max_message_bytes).announcing(shared.fs.read_file_limit());
         Self {
             shared,
             id,

@@ -48,6 +48,7 @@ enum Handshake {
 pub struct Session {
     state: Handshake,
     max_message_bytes: usize,
+    read_limit: Option<u64>,
 }
 
 /// What the transport does with one incoming message.
@@ -112,7 +113,14 @@ impl Session {
         Self {
             state: Handshake::AwaitingInitialize,
             max_message_bytes,
+            read_limit: None,
         }
+    }
+
+    /// Also announces `read_limit` (the served file system's) in the `initialize` result.
+    pub(crate) fn announcing(mut self, read_limit: Option<u64>) -> Self {
+        self.read_limit = read_limit;
+        self
     }
 
     /// Handles one incoming message as the server does and returns the reply, if any: fs calls
@@ -196,6 +204,7 @@ impl Session {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 max_message_bytes: self.max_message_bytes as u64,
                 data_frames: true,
+                read_limit: self.read_limit,
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")

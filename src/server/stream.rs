@@ -37,7 +37,7 @@ use super::audit::RequestLog;
 use super::connection::{Permits, send_reply};
 use super::handler::{Payload, invalid_input, parse};
 use super::work::{StreamWork, Work};
-use crate::error::{stream_aborted, stream_idle};
+use crate::error::{stream_aborted, stream_idle, too_large};
 use crate::protocol::{
     DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
     RequestId, StreamResponse, WriteStreamParams, data_frame_header,
@@ -104,10 +104,26 @@ pub(crate) fn start_read(
             Err(error) => Err(error),
             Ok(p) => {
                 let held = ctx.work.clone().acquire().await;
-                let work = StreamWork::new(ctx.work.clone(), held);
-                let mut writer = FrameWriter::new(ctx.out.clone(), p.stream_id, ctx.idle, work);
-                let sent = ctx.fs.read_file_to(&p.path, &mut writer, &mut |_| {}).await;
-                drop(writer);
+                let sent = match p.max_bytes {
+                    Some(max) => too_large_before(&*ctx.fs, &p.path, max).await,
+                    None => Ok(()),
+                };
+                let sent = match sent {
+                    Err(e) => Err(e),
+                    Ok(()) => {
+                        let work = StreamWork::new(ctx.work.clone(), held);
+                        let mut writer =
+                            FrameWriter::new(ctx.out.clone(), p.stream_id, ctx.idle, work);
+                        writer.max_bytes = p.max_bytes;
+                        let sent = ctx.fs.read_file_to(&p.path, &mut writer, &mut |_| {}).await;
+                        // A file that held more than the bound: the bound's error, whatever
+                        // the backend made of the writer's refusal.
+                        match (writer.over_limit, p.max_bytes) {
+                            (true, Some(max)) => Err(too_large(max)),
+                            _ => sent,
+                        }
+                    }
+                };
                 stream_reply(sent)
             }
         };
@@ -115,6 +131,19 @@ pub(crate) fn start_read(
         send_reply(&ctx.out, id, reply).await;
         drop(in_flight);
     });
+}
+
+/// Refuses a file whose size already says it holds more than `max` bytes, before any frame.
+async fn too_large_before(
+    fs: &dyn ExecutorFileSystem,
+    path: &crate::AbsolutePathBuf,
+    max: u64,
+) -> io::Result<()> {
+    match fs.get_metadata(path).await {
+        Ok(metadata) if metadata.is_file && metadata.size > max => Err(too_large(max)),
+        // Any other failure is left to the read itself, which reports it the usual way.
+        _ => Ok(()),
+    }
 }
 
 /// Starts a streamed write: registers the stream so data frames reach it, then runs the
@@ -293,6 +322,10 @@ struct FrameWriter {
     deadline: Pin<Box<Sleep>>,
     waiting: bool,
     work: StreamWork,
+    /// Bytes this stream may carry at most; more fails the write and sets `over_limit`.
+    max_bytes: Option<u64>,
+    sent: u64,
+    over_limit: bool,
 }
 
 impl FrameWriter {
@@ -306,6 +339,9 @@ impl FrameWriter {
             deadline: Box::pin(tokio::time::sleep(idle)),
             waiting: false,
             work,
+            max_bytes: None,
+            sent: 0,
+            over_limit: false,
         }
     }
 }
@@ -324,6 +360,12 @@ impl AsyncWrite for FrameWriter {
         }
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
+        }
+        if let Some(max) = this.max_bytes
+            && this.sent >= max
+        {
+            this.over_limit = true;
+            return Poll::Ready(Err(too_large(max)));
         }
         this.work.release();
         if !this.waiting {
@@ -344,7 +386,11 @@ impl AsyncWrite for FrameWriter {
         };
         this.reserving = None;
         this.waiting = false;
-        let n = buf.len().min(DATA_CHUNK_BYTES);
+        let mut n = buf.len().min(DATA_CHUNK_BYTES);
+        if let Some(max) = this.max_bytes {
+            n = (n as u64).min(max - this.sent) as usize;
+        }
+        this.sent += n as u64;
         let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + n);
         frame.extend_from_slice(&this.header);
         frame.extend_from_slice(&buf[..n]);
