@@ -137,6 +137,10 @@ impl RemoteFileSystem {
         let header = data_frame_header(stream_id);
         let mut sent = 0u64;
         loop {
+            let left = size.map_or(u64::MAX, |size| size - sent);
+            if left == 0 {
+                break;
+            }
             if let Ok(early) = reply.try_recv() {
                 // Refused before all the data went out (bad path, read-only root, ...).
                 let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
@@ -144,10 +148,6 @@ impl RemoteFileSystem {
                     io::ErrorKind::InvalidData,
                     format!("{path}: the server finished the write before its data was sent"),
                 ));
-            }
-            let left = size.map_or(u64::MAX, |size| size - sent);
-            if left == 0 {
-                break;
             }
             let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
             let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
