@@ -507,6 +507,7 @@ const ERROR_KINDS: &[(io::ErrorKind, &str)] = &[
     (io::ErrorKind::UnexpectedEof, "UnexpectedEof"),
     (io::ErrorKind::OutOfMemory, "OutOfMemory"),
     (io::ErrorKind::WouldBlock, "WouldBlock"),
+    (io::ErrorKind::ConnectionAborted, "ConnectionAborted"),
     (io::ErrorKind::Other, "Other"),
 ];
 
