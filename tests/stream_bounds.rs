@@ -21,7 +21,7 @@ use capfs::{
 };
 use common::InProcessServer;
 use common::serve::{RawPeer, WAIT, error_of, workspace};
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
@@ -135,6 +135,10 @@ fn streamed_writes_waiting_for_data_hold_no_blocking_thread() {
                 send_request(&mut peer, 100 + i, "capfs/writeFileStream", params).await;
                 data_frame(&mut peer, 0, (i + 1) as u64, b"12345").await;
             }
+            // Once this is answered, the connection has read the writes and started them.
+            let stat = json!({"path": text(&ws)});
+            let reply = peer.request("fs/getMetadata", stat).await;
+            assert!(reply.get("result").is_some(), "{reply}");
             hostile.push(peer);
         }
         everyday_calls_succeed(&server.url, &ws, "writes").await;
@@ -154,9 +158,20 @@ fn streamed_reads_to_a_peer_that_never_reads_hold_no_blocking_thread() {
             let mut peer = RawPeer::ready(&server.url).await;
             let params = json!({"path": text(&ws.join("big")), "streamId": c + 1});
             send_request(&mut peer, 10, "capfs/readFileStream", params).await;
+            // One frame shows the read is sending; then this peer never reads again.
+            let first = tokio::time::timeout(WAIT, peer.ws.next()).await;
+            let started = matches!(first, Ok(Some(Ok(WsMessage::Binary(_)))));
+            assert!(
+                started,
+                "read {c} never sent a frame (no thread left for it?): {first:?}"
+            );
             hostile.push(peer);
         }
-        everyday_calls_succeed(&server.url, &ws, "reads").await;
+        // Repeated: the reads fill their queues and socket buffers within moments, and a
+        // server that parks a thread per read then has none left for these.
+        for round in 0..20 {
+            everyday_calls_succeed(&server.url, &ws, &format!("reads-{round}")).await;
+        }
         drop(hostile);
     });
 }

@@ -130,6 +130,15 @@ struct ServeArgs {
     /// Largest file fs/readFile returns, in bytes.
     #[arg(long, default_value_t = capfs::DEFAULT_READ_LIMIT)]
     read_limit: u64,
+    /// Most requests doing file-system work at once across the server.
+    #[arg(long, default_value_t = server::DEFAULT_MAX_BLOCKING)]
+    max_blocking: usize,
+    /// Most requests doing file-system work at once per connection.
+    #[arg(long, default_value_t = server::DEFAULT_MAX_BLOCKING_PER_CONNECTION)]
+    max_blocking_per_connection: usize,
+    /// Seconds a streamed read or write may go without progress before it fails.
+    #[arg(long, default_value_t = server::DEFAULT_STREAM_IDLE_TIMEOUT.as_secs())]
+    stream_idle_timeout: u64,
 }
 
 fn main() -> ExitCode {
@@ -381,8 +390,10 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
         max_message_bytes: args.max_message_bytes,
         max_connections: args.max_connections,
         max_in_flight: args.max_in_flight,
+        max_blocking: args.max_blocking,
+        max_blocking_per_connection: args.max_blocking_per_connection,
+        stream_idle_timeout: std::time::Duration::from_secs(args.stream_idle_timeout),
         audit,
-        ..ServerConfig::default()
     };
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");
