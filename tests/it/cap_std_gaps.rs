@@ -72,7 +72,11 @@ async fn copy_onto_itself_is_refused_and_the_file_kept(remote: bool) {
         .await;
         let err = result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{destination}: {err}");
-        assert_eq!(err.to_string(), capfs::COPY_ONTO_ITSELF, "{destination}");
+        assert_eq!(
+            err.to_string(),
+            capfs::error::COPY_ONTO_ITSELF,
+            "{destination}"
+        );
         assert_eq!(std::fs::read(env.ws_host("f")).unwrap(), content);
     }
     // The other direction: the hard link as the source, the original as the destination.
@@ -144,7 +148,7 @@ async fn fifo_read_and_copy_fail_at_once(remote: bool) {
     .await
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert_eq!(err.to_string(), capfs::COPY_UNSUPPORTED_TYPE);
+    assert_eq!(err.to_string(), capfs::error::COPY_UNSUPPORTED_TYPE);
     assert!(std::fs::symlink_metadata(env.ws_host("copy")).is_err());
 
     // Writing to a FIFO's name must not open it for writing (that would block or feed a reader).
