@@ -1,4 +1,4 @@
-//! Behaviour and error kinds of every operation (DESIGN §4) on ordinary, non-hostile trees, and
+//! Behaviour and error kinds of every operation (docs/DESIGN.md §2) on ordinary, non-hostile trees, and
 //! the generated-image artifact helpers written through the trait.
 
 use std::io::ErrorKind;
