@@ -72,6 +72,12 @@ pub(crate) fn moved_during_walk(path: &AbsolutePathBuf) -> io::Error {
     ))
 }
 
+pub(crate) fn replaced_during(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::other(format!(
+        "{path}: the entry was replaced while it was being changed; stopped"
+    ))
+}
+
 pub(crate) fn too_deep(path: &AbsolutePathBuf, limit: usize) -> io::Error {
     io::Error::new(
         ErrorKind::InvalidInput,

@@ -208,15 +208,17 @@ impl Sandbox {
         self.roots.iter().any(|r| r.id == id)
     }
 
-    /// Identities of the read-only roots nested below `root` (by canonical path, which for
-    /// canonical root paths is also where they are on disk).
-    pub(crate) fn read_only_roots_below(&self, root: &Root) -> Vec<FileId> {
+    /// True when `id` is the identity of a read-only root's directory, wherever that directory
+    /// is now and whichever root reaches it.
+    pub(crate) fn is_read_only_id(&self, id: FileId) -> bool {
         self.roots
             .iter()
-            .filter(|r| r.access == Access::ReadOnly && !std::ptr::eq(*r, root))
-            .filter(|r| r.path.strip_prefix(&root.path).is_some())
-            .map(|r| r.id)
-            .collect()
+            .any(|r| r.access == Access::ReadOnly && r.id == id)
+    }
+
+    /// True when the sandbox has a read-only root at all.
+    pub(crate) fn has_read_only_root(&self) -> bool {
+        self.roots.iter().any(|r| r.access == Access::ReadOnly)
     }
 
     /// True when some root other than `except` lies at or below `path`.

@@ -211,10 +211,9 @@ fn copy_tree(
         parent.open_dir_nofollow(name).map_err(dst_err)?
     };
     let dst_id = dir_id(&dst_dir).map_err(dst_err)?;
-    // Everything written lands below `dst_dir`, which is not in a nested read-only root; a
-    // directory on the way down could still be one, so each is checked before it is entered.
-    let read_only = sandbox.read_only_roots_below(dst.root);
-    if read_only.contains(&dst_id) {
+    // Everything written lands below `dst_dir`, which is not in a read-only root; a directory
+    // on the way down could still be one (moved there), so each is checked before it is entered.
+    if sandbox.is_read_only_id(dst_id) {
         return Err(error::read_only(destination));
     }
     let mut created = HashSet::from([dst_id]);
@@ -250,7 +249,7 @@ fn copy_tree(
             }
             let child_dst = dst_dir.open_dir_nofollow(&name).map_err(dst_err)?;
             let child_dst_id = dir_id(&child_dst).map_err(dst_err)?;
-            if read_only.contains(&child_dst_id) {
+            if sandbox.is_read_only_id(child_dst_id) {
                 return Err(error::read_only(destination));
             }
             if child_dst_id == child_id {

@@ -15,6 +15,7 @@
 //! (`write_file`, `rename`, file `copy`) or leaves a consistent, partially done tree (recursive
 //! `remove` and `copy`), never a half-written file.
 
+mod claim;
 mod copy;
 mod metadata;
 mod read;
