@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, File};
 use super::read::nonblocking_read_options;
 use super::walk::{self, dir_id};
 use super::write::{WriteTarget, replace_file};
-use super::{COPY_DEPTH_LIMIT, Inner, resolve};
+use super::{COPY_DEPTH_LIMIT, Inner, contents, resolve};
 use crate::error::{self, with_path};
 use crate::sandbox::{FileId, Resolved, Sandbox};
 use crate::{AbsolutePathBuf, CopyOptions};
@@ -121,15 +121,18 @@ fn copy_file(
     .map_err(|e| with_path(destination, e))
 }
 
-/// Streams `file` into a new file that replaces `name` in `parent`, with `permissions`.
+/// Copies `file` into a new file that replaces `name` in `parent`, with `permissions` (without
+/// setuid and setgid, see [`replace_file`]). The data moves inside the kernel and holes stay
+/// holes (see `contents.rs`).
 fn write_copy(
-    mut file: File,
+    file: File,
     parent: &Dir,
     name: &OsStr,
     permissions: cap_std::fs::Permissions,
 ) -> io::Result<()> {
+    let len = file.metadata()?.len();
     replace_file(parent, name, Some(permissions), |out| {
-        io::copy(&mut file, out).map(drop)
+        contents::copy_contents(&file, &*out, len)
     })
 }
 

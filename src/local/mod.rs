@@ -16,6 +16,7 @@
 //! `remove` and `copy`), never a half-written file.
 
 mod claim;
+mod contents;
 mod copy;
 mod metadata;
 mod read;
