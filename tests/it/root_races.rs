@@ -7,8 +7,6 @@
 //! Layout: `--root ws --root ws/inner --read-only ws/ro --read-only ws/e` (`ro` holds files, `e`
 //! is empty), with `ws/innerlink -> inner` and `ws/sub/`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -17,12 +15,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::common::{Entry, assert_same_tree, snapshot};
+use crate::serve::ServerProcess;
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
     LocalFileSystem, RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
 };
-use common::serve::ServerProcess;
-use common::{Entry, assert_same_tree, snapshot};
 use rustix::fs::{CWD, RenameFlags};
 use test_case::test_case;
 

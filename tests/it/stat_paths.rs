@@ -2,15 +2,14 @@
 //! the root are followed by `mkdir -p` as by `get_metadata`, escapes are reported by capfs's own
 //! error, and roots know whether they are on a local disk.
 
-mod common;
-
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use crate::common::env;
 use capfs::{
     Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, LocalFileSystem, Sandbox,
 };
-use common::env;
 use rustix::fs::inotify;
 use test_case::test_case;
 
@@ -73,8 +72,6 @@ async fn a_fifo_is_looked_at_without_being_opened(remote: bool) {
     );
     assert!(was_opened(&watch), "the inotify watch misses opens");
 }
-
-use std::os::unix::fs::OpenOptionsExt as _;
 
 #[test_case(false ; "local")]
 #[test_case(true ; "remote")]

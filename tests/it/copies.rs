@@ -1,13 +1,11 @@
 //! What writes and copies hand out: never a setuid or setgid file, holes kept as holes, contents
 //! identical.
 
-mod common;
-
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
+use crate::common::env;
 use capfs::CopyOptions;
-use common::env;
 use test_case::test_case;
 
 const SETUID: u32 = 0o4000;
