@@ -116,6 +116,14 @@ fn clear_tree(
         current = walk::open_parent_verified(&current, up.id)
             .map_err(err)?
             .ok_or_else(|| error::moved_during_walk(path))?;
+        // Removed by name: the name must still hold the directory just emptied (not a root
+        // exchanged into its place meanwhile).
+        match claim::identify(&current, &done.name) {
+            Ok((id, _)) if id == done.id => {}
+            Ok(_) => return Err(error::replaced_during(path)),
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(err(e)),
+        }
         ignore_not_found(current.remove_dir(&done.name)).map_err(err)?;
     }
 }
