@@ -38,7 +38,7 @@ mod ws;
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
 };
 pub use local::{
     COPY_DEPTH_LIMIT, COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF,
