@@ -479,7 +479,18 @@ struct Connection {
 impl Connection {
     fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
-        let session = Session::new(shared.config.max_message_bytes);
+        let session = Session::new(shared.config.max_message_bytes).with_roots(
+            shared
+                .fs
+                .sandbox()
+                .roots()
+                .iter()
+                .map(|root| crate::protocol::RootDescription {
+                    path: root.path().clone(),
+                    access: root.access().into(),
+                })
+                .collect(),
+        );
         Self {
             shared,
             id,
