@@ -37,14 +37,15 @@ use crate::protocol::{
     CreateDirectoryParams, DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, FS_COPY_METHOD,
     FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
     FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
-    GetMetadataResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CreateSymlinkParams, METHOD_NOT_FOUND,
+    ReadLinkResponse, RootDescription, GetMetadataResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, Message, Notification, PathParams, ReadDirectoryResponse, ReadFileResponse,
     ReadStreamParams, RemoveParams, RenameParams, Request, RequestId, StreamResponse,
     WriteFileParams, WriteStreamParams, data_frame_header, data_frame_stream,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
 };
 
 /// How to reach a server.
@@ -56,6 +57,8 @@ pub struct RemoteOptions {
     pub connect_timeout: Duration,
     /// Sent in `initialize`.
     pub client_name: String,
+    /// A PEM file of certificate authorities `wss://` trusts besides the platform's.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RemoteOptions {
@@ -64,6 +67,7 @@ impl Default for RemoteOptions {
             token: None,
             connect_timeout: Duration::from_secs(10),
             client_name: format!("capfs/{}", env!("CARGO_PKG_VERSION")),
+            ca_file: None,
         }
     }
 }
@@ -110,6 +114,10 @@ struct Client {
     next_id: AtomicI64,
     reader: JoinHandle<()>,
     data_frames: bool,
+    /// The server announced capfs's extensions (optional params are sent only then).
+    capfs: bool,
+    /// The roots the server announced.
+    roots: Vec<RootDescription>,
     /// The command carrying the connection, killed when the client goes away.
     _command: Option<tokio::process::Child>,
 }
@@ -307,6 +315,8 @@ impl RemoteFileSystem {
             next_id: AtomicI64::new(1),
             reader,
             data_frames: false,
+            capfs: false,
+            roots: Vec::new(),
             _command: command,
         };
         let params = InitializeParams {
@@ -318,7 +328,9 @@ impl RemoteFileSystem {
         )
         .await
         .map_err(|_| timed_out("initialize", options.connect_timeout))??;
-        client.data_frames = initialized.capfs.is_some_and(|c| c.data_frames);
+        client.data_frames = initialized.capfs.as_ref().is_some_and(|c| c.data_frames);
+        client.capfs = initialized.capfs.is_some();
+        client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
         client.notify(INITIALIZED_METHOD).await?;
         Ok(Self {
             client: Arc::new(client),
@@ -418,13 +430,34 @@ impl RemoteFileSystem {
     where
         R: tokio::io::AsyncRead + Unpin + Send,
     {
+        self.write_file_from_with(path, size, WriteOptions::default(), reader, progress)
+            .await
+    }
+
+    /// As [`RemoteFileSystem::write_file_from`], giving the file the mode and modification
+    /// time of `options` on a capfs server (other servers are sent neither).
+    ///
+    /// # Errors
+    ///
+    /// As [`RemoteFileSystem::write_file_from`].
+    pub async fn write_file_from_with<R>(
+        &self,
+        path: &AbsolutePathBuf,
+        size: u64,
+        options: WriteOptions,
+        reader: &mut R,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> io::Result<()>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send,
+    {
         if !self.client.data_frames {
             let mut data = Vec::new();
             (&mut *reader).take(size).read_to_end(&mut data).await?;
             if (data.len() as u64) < size {
                 return Err(short_source(data.len() as u64, size));
             }
-            self.write_file(path, data).await?;
+            self.write_inline(path, data, options).await?;
             progress(size);
             return Ok(());
         }
@@ -435,10 +468,13 @@ impl RemoteFileSystem {
             .await
             .map_err(|_| connection_lost())?;
         let stream_id = client.new_id() as u64;
+        let options = self.client.capfs_options(options);
         let params = WriteStreamParams {
             path: path.clone(),
             stream_id,
             size,
+            mode: options.mode,
+            modified_at_ms: options.modified_at_ms,
         };
         let mut reply = client
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
@@ -473,6 +509,30 @@ impl RemoteFileSystem {
         }
         let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
         Ok(())
+    }
+
+    /// `fs/writeFile`, with the capfs params when the server takes them.
+    async fn write_inline(
+        &self,
+        path: &AbsolutePathBuf,
+        contents: Vec<u8>,
+        options: WriteOptions,
+    ) -> io::Result<()> {
+        let options = self.client.capfs_options(options);
+        let params = WriteFileParams {
+            path: path.clone(),
+            data_base64: STANDARD.encode(&contents),
+            mode: options.mode,
+            modified_at_ms: options.modified_at_ms,
+        };
+        let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
+        Ok(())
+    }
+
+    /// The sandbox roots the server announced in `initialize` (empty for a server that does
+    /// not announce them).
+    pub fn roots(&self) -> &[RootDescription] {
+        &self.client.roots
     }
 
     /// True when the connection is gone; every call then fails with `BrokenPipe`.
@@ -532,8 +592,16 @@ impl Client {
         method: &str,
         params: impl Serialize,
     ) -> io::Result<T> {
+        let started = std::time::Instant::now();
         let reply = self.start_call(method, params).await?;
-        finish(method, reply.await)
+        let result = finish(method, reply.await);
+        tracing::debug!(
+            method,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            ok = result.is_ok(),
+            "call"
+        );
+        result
     }
 
     /// Sends a request and returns the receiver of its reply.
@@ -572,6 +640,43 @@ impl Client {
     fn forget(&self, id: i64) {
         if let Some(map) = self.pending.lock().expect("pending map lock").as_mut() {
             map.remove(&id);
+        }
+    }
+
+    /// `options` as they may be sent: none of them to a server that did not announce capfs,
+    /// which would not expect the params.
+    fn capfs_options(&self, options: WriteOptions) -> WriteOptions {
+        if self.capfs {
+            options
+        } else {
+            WriteOptions::default()
+        }
+    }
+
+    /// A call of a capfs extension: `Unsupported` without asking when the server did not
+    /// announce capfs, and when it does not know the method.
+    async fn capfs_call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        path: &AbsolutePathBuf,
+        what: &str,
+    ) -> io::Result<T> {
+        let unsupported = || {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{path}: the server does not support {what}"),
+            )
+        };
+        if !self.capfs {
+            return Err(unsupported());
+        }
+        let started = std::time::Instant::now();
+        let reply = self.start_call(method, params).await?.await;
+        tracing::debug!(method, ms = started.elapsed().as_secs_f64() * 1000.0, "call");
+        match reply {
+            Ok(Err(e)) if e.code == METHOD_NOT_FOUND => Err(unsupported()),
+            reply => finish(method, reply),
         }
     }
 
@@ -618,12 +723,8 @@ impl ExecutorFileSystem for RemoteFileSystem {
                 .write_file_from(path, size, &mut contents.as_slice(), &mut |_| {})
                 .await;
         }
-        let params = WriteFileParams {
-            path: path.clone(),
-            data_base64: STANDARD.encode(&contents),
-        };
-        let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
-        Ok(())
+        self.write_inline(path, contents, WriteOptions::default())
+            .await
     }
 
     async fn create_directory(
@@ -693,6 +794,37 @@ impl ExecutorFileSystem for RemoteFileSystem {
             overwrite: Some(options.overwrite),
         };
         let _: Empty = self.client.call(FS_RENAME_METHOD, params).await?;
+        Ok(())
+    }
+
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::path::PathBuf> {
+        let params = PathParams { path: path.clone() };
+        let response: ReadLinkResponse = self
+            .client
+            .capfs_call(CAPFS_READ_LINK_METHOD, params, path, "reading symlinks")
+            .await?;
+        Ok(response.target.into())
+    }
+
+    async fn create_symlink(
+        &self,
+        path: &AbsolutePathBuf,
+        target: &std::path::Path,
+    ) -> FileSystemResult<()> {
+        let target = target.to_str().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path}: the link's text is not UTF-8"),
+            )
+        })?;
+        let params = CreateSymlinkParams {
+            path: path.clone(),
+            target: target.to_string(),
+        };
+        let _: Empty = self
+            .client
+            .capfs_call(CAPFS_CREATE_SYMLINK_METHOD, params, path, "creating symlinks")
+            .await?;
         Ok(())
     }
 }
