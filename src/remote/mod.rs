@@ -118,8 +118,9 @@ struct Client {
     capfs: bool,
     /// The roots the server announced.
     roots: Vec<RootDescription>,
-    /// The command carrying the connection, killed when the client goes away.
-    _command: Option<tokio::process::Child>,
+    /// The command carrying the connection, its process group killed when the client goes
+    /// away.
+    _command: Option<CommandGroup>,
 }
 
 impl Drop for Client {
@@ -225,7 +226,7 @@ impl RemoteFileSystem {
     /// The error of spawning `sh`; `TimedOut` when the command does not complete `initialize`
     /// within `connect_timeout`; `BrokenPipe` when it exits before.
     pub async fn connect_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
-        let mut child = tokio::process::Command::new("sh")
+        let child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)
             .stdin(Stdio::piped())
@@ -234,11 +235,15 @@ impl RemoteFileSystem {
             // A local `capfs serve` must not take these as its own client settings.
             .env_remove("CAPFS_REMOTE_COMMAND")
             .env_remove("CAPFS_REMOTE")
+            // Its own process group, so that everything it starts (a `capfs serve` that was
+            // not told `--listen stdio`, ssh's helpers) ends with it.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("starting `sh -c {command}`: {e}")))?;
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut child = CommandGroup::new(child);
+        let stdin = child.0.stdin.take().expect("stdin is piped");
+        let stdout = child.0.stdout.take().expect("stdout is piped");
         let io = tokio::io::join(stdout, stdin);
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
             io,
@@ -255,7 +260,7 @@ impl RemoteFileSystem {
     async fn start<S>(
         ws: tokio_tungstenite::WebSocketStream<S>,
         options: &RemoteOptions,
-        command: Option<tokio::process::Child>,
+        command: Option<CommandGroup>,
     ) -> io::Result<Self>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -542,6 +547,28 @@ impl RemoteFileSystem {
             .lock()
             .expect("pending map lock")
             .is_none()
+    }
+}
+
+/// A command run in its own process group; dropping it kills the whole group.
+#[derive(Debug)]
+struct CommandGroup(tokio::process::Child);
+
+impl CommandGroup {
+    fn new(child: tokio::process::Child) -> Self {
+        Self(child)
+    }
+}
+
+impl Drop for CommandGroup {
+    fn drop(&mut self) {
+        let group = self
+            .0
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
     }
 }
 
