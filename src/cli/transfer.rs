@@ -230,7 +230,7 @@ impl Sink {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        let temp = tempfile::NamedTempFile::new_in(dir)?;
+        let temp = tempfile::NamedTempFile::new_in(dir).map_err(without_temp_path)?;
         Ok(Sink::Replace {
             temp,
             target,
@@ -261,6 +261,17 @@ impl Sink {
         temp.persist(&target).map_err(|e| e.error)?;
         Ok(())
     }
+}
+
+/// tempfile names its random temporary path in errors; the message names the destination
+/// instead, so keep only the OS error.
+fn without_temp_path(err: io::Error) -> io::Error {
+    let os = err
+        .get_ref()
+        .and_then(|inner| inner.source())
+        .and_then(|source| source.downcast_ref::<io::Error>())
+        .and_then(io::Error::raw_os_error);
+    os.map_or(err, io::Error::from_raw_os_error)
 }
 
 fn time_of(ms: i64) -> SystemTime {
