@@ -263,15 +263,14 @@ impl Sink {
     }
 }
 
-/// tempfile names its random temporary path in errors; the message names the destination
-/// instead, so keep only the OS error.
+/// tempfile appends its random temporary path to errors (`... at path "/d/.tmpXYZ"`); the
+/// message names the destination instead, so keep only the reason.
 fn without_temp_path(err: io::Error) -> io::Error {
-    let os = err
-        .get_ref()
-        .and_then(|inner| inner.source())
-        .and_then(|source| source.downcast_ref::<io::Error>())
-        .and_then(io::Error::raw_os_error);
-    os.map_or(err, io::Error::from_raw_os_error)
+    let text = err.to_string();
+    match text.split_once(" at path ") {
+        Some((reason, _)) => io::Error::new(err.kind(), reason.to_string()),
+        None => err,
+    }
 }
 
 fn time_of(ms: i64) -> SystemTime {

@@ -1,9 +1,6 @@
 //! The `capfs` client as a person runs it: the built binary against a real `capfs serve` on
 //! 127.0.0.1 port 0, with real pipes, FIFOs and symlinks on the local side.
 
-#[path = "serve/mod.rs"]
-mod serve;
-
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
@@ -12,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serve::{ServerProcess, WAIT};
+use crate::serve::{ServerProcess, WAIT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_capfs");
 
