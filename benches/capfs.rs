@@ -151,12 +151,20 @@ fn run(command: &mut Command) -> Duration {
     elapsed
 }
 
-/// Runs `program` under GNU time; returns its wall time and peak RSS in KiB.
-fn run_measured(program: &str, args: &[&str], stdin: Option<&str>) -> (Duration, u64) {
+/// What GNU time saw of one command: wall time, peak RSS in KiB, user + system CPU time (its
+/// children's included).
+struct Measured {
+    elapsed: Duration,
+    peak_kib: u64,
+    cpu: Duration,
+}
+
+/// Runs `program` under GNU time.
+fn run_measured(program: &str, args: &[&str], stdin: Option<&str>) -> Measured {
     let started = Instant::now();
     let mut child = Command::new("/usr/bin/time")
         .arg("-f")
-        .arg("%M")
+        .arg("%M %U %S")
         .arg(program)
         .args(args)
         .stdin(if stdin.is_some() {
@@ -179,12 +187,21 @@ fn run_measured(program: &str, args: &[&str], stdin: Option<&str>) -> (Duration,
         output.status.success(),
         "{program} {args:?} failed: {stderr}"
     );
-    let peak = stderr
+    let fields: Vec<f64> = stderr
         .lines()
         .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or(0);
-    (elapsed, peak)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let [peak, user, system] = fields[..] else {
+        panic!("unexpected output of GNU time: {stderr}");
+    };
+    Measured {
+        elapsed,
+        peak_kib: peak as u64,
+        cpu: Duration::from_secs_f64(user + system),
+    }
 }
 
 /// A running `capfs serve` over `root`, killed when dropped.
@@ -225,6 +242,24 @@ impl Server {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+}
+
+impl Server {
+    /// User + system CPU time the server has used so far (`/proc/PID/stat` counts in the
+    /// kernel's USER_HZ, 100 a second on Linux).
+    fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        Duration::from_millis(fields.iter().sum::<u64>() * 10)
     }
 }
 
@@ -640,17 +675,25 @@ fn small_section(scratch: &Path) {
 // ---------------------------------------------------------------------------------------------
 // Bulk: 256 MiB through the capfs binary against sftp-server, raw TCP and cp
 
-/// One contender's timings and peak memory over the rounds.
+/// One contender's timings, CPU time and peak memory over the rounds.
 #[derive(Default)]
 struct BulkRow {
     times: Vec<Duration>,
+    cpu: Vec<Duration>,
     server_above_idle_kib: Option<u64>,
     client_peak_kib: Option<u64>,
 }
 
 impl BulkRow {
-    fn record(&mut self, elapsed: Duration, server: Option<u64>, client: Option<u64>) {
+    fn record(
+        &mut self,
+        elapsed: Duration,
+        cpu: Option<Duration>,
+        server: Option<u64>,
+        client: Option<u64>,
+    ) {
         self.times.push(elapsed);
+        self.cpu.extend(cpu);
         if let Some(s) = server {
             self.server_above_idle_kib = Some(self.server_above_idle_kib.unwrap_or(0).max(s));
         }
@@ -668,14 +711,28 @@ impl BulkRow {
     }
 }
 
-/// Runs `f(url)` against a fresh `capfs serve` over `ws`; returns what `f` returns and the
-/// server's peak RSS above its idle RSS, in KiB.
-fn with_fresh_server<T>(ws: &Path, f: impl FnOnce(&str) -> T) -> (T, u64) {
+/// What one transfer against a fresh server cost: the client as GNU time saw it, the server's
+/// CPU time and its peak RSS above its idle RSS, in KiB.
+struct Transfer {
+    client: Measured,
+    server_cpu: Duration,
+    server_above_idle_kib: u64,
+}
+
+/// Runs `capfs --remote URL args...` against a fresh `capfs serve` over `ws`.
+fn transfer(ws: &Path, args: &[&str]) -> Transfer {
     let server = Server::start(ws);
-    let idle = server.memory_kib("VmRSS:");
-    let result = f(&server.url);
+    let (idle, cpu_before) = (server.memory_kib("VmRSS:"), server.cpu());
+    let mut full = vec!["--remote", &server.url];
+    full.extend_from_slice(args);
+    let client = run_measured(env!("CARGO_BIN_EXE_capfs"), &full, None);
+    let server_cpu = server.cpu().saturating_sub(cpu_before);
     let peak = server.memory_kib("VmHWM:");
-    (result, peak.saturating_sub(idle))
+    Transfer {
+        client,
+        server_cpu,
+        server_above_idle_kib: peak.saturating_sub(idle),
+    }
 }
 
 async fn raw_tcp_copy(bytes: usize) -> Duration {
@@ -715,7 +772,6 @@ fn bulk_section(scratch: &Path) {
     std::fs::write(&local_src, random_bytes(BULK_BYTES)).unwrap();
     let remote_data = ws.join("data.bin");
     std::fs::copy(&local_src, &remote_data).unwrap();
-    let capfs = env!("CARGO_BIN_EXE_capfs");
     let local_back = scratch.join("back.bin");
     let remote_put = ws.join("put.bin");
     let has_sftp = Path::new(SFTP_SERVER).exists()
@@ -735,26 +791,35 @@ fn bulk_section(scratch: &Path) {
     ];
     let mut rows: Vec<BulkRow> = names.iter().map(|_| BulkRow::default()).collect();
     let sftp_args = ["-q", "-D", SFTP_SERVER, "-b", "-"];
+    let (src, back, put) = (
+        local_src.to_str().unwrap(),
+        local_back.to_str().unwrap(),
+        remote_put.to_str().unwrap(),
+    );
+    let data = remote_data.to_str().unwrap();
     for _ in 0..3 {
-        rows[0].record(runtime.block_on(raw_tcp_copy(BULK_BYTES)), None, None);
+        rows[0].record(runtime.block_on(raw_tcp_copy(BULK_BYTES)), None, None, None);
 
         let _ = std::fs::remove_file(&local_back);
-        let elapsed = run(Command::new("cp").arg(&local_src).arg(&local_back));
-        rows[1].record(elapsed, None, None);
+        let cp = run_measured("cp", &[src, back], None);
+        rows[1].record(cp.elapsed, Some(cp.cpu), None, None);
 
         if has_sftp {
             let _ = std::fs::remove_file(&local_back);
-            let batch = format!("get {} {}\n", remote_data.display(), local_back.display());
-            let (elapsed, peak) = run_measured("sftp", &sftp_args, Some(&batch));
-            rows[2].record(elapsed, None, Some(peak));
+            let batch = format!("get {data} {back}\n");
+            let sftp = run_measured("sftp", &sftp_args, Some(&batch));
+            rows[2].record(sftp.elapsed, Some(sftp.cpu), None, Some(sftp.peak_kib));
         }
 
         let _ = std::fs::remove_file(&local_back);
-        let ((elapsed, client), server) = with_fresh_server(&ws, |url| {
-            let (source, back) = (remote_data.to_str().unwrap(), local_back.to_str().unwrap());
-            run_measured(capfs, &["--remote", url, "get", source, back], None)
-        });
-        rows[3].record(elapsed, Some(server), Some(client));
+        let t = transfer(&ws, &["get", data, back]);
+        let cpu = t.client.cpu + t.server_cpu;
+        rows[3].record(
+            t.client.elapsed,
+            Some(cpu),
+            Some(t.server_above_idle_kib),
+            Some(t.client.peak_kib),
+        );
         assert!(
             same_contents(&local_src, &local_back),
             "capfs get corrupted"
@@ -762,17 +827,20 @@ fn bulk_section(scratch: &Path) {
 
         if has_sftp {
             let _ = std::fs::remove_file(&remote_put);
-            let batch = format!("put {} {}\n", local_src.display(), remote_put.display());
-            let (elapsed, peak) = run_measured("sftp", &sftp_args, Some(&batch));
-            rows[4].record(elapsed, None, Some(peak));
+            let batch = format!("put {src} {put}\n");
+            let sftp = run_measured("sftp", &sftp_args, Some(&batch));
+            rows[4].record(sftp.elapsed, Some(sftp.cpu), None, Some(sftp.peak_kib));
         }
 
         let _ = std::fs::remove_file(&remote_put);
-        let ((elapsed, client), server) = with_fresh_server(&ws, |url| {
-            let (source, put) = (local_src.to_str().unwrap(), remote_put.to_str().unwrap());
-            run_measured(capfs, &["--remote", url, "put", source, put], None)
-        });
-        rows[5].record(elapsed, Some(server), Some(client));
+        let t = transfer(&ws, &["put", src, put]);
+        let cpu = t.client.cpu + t.server_cpu;
+        rows[5].record(
+            t.client.elapsed,
+            Some(cpu),
+            Some(t.server_above_idle_kib),
+            Some(t.client.peak_kib),
+        );
         assert!(
             same_contents(&local_src, &remote_put),
             "capfs put corrupted"
@@ -788,6 +856,7 @@ fn bulk_section(scratch: &Path) {
             "vs sftp-server",
             "vs local cp",
             "vs raw TCP",
+            "CPU s, both ends",
             "server peak RSS above idle",
             "client peak RSS",
         ],
@@ -801,7 +870,7 @@ fn bulk_section(scratch: &Path) {
     };
     for (index, (name, row)) in names.iter().zip(&rows).enumerate() {
         if row.times.is_empty() {
-            println!("| {name} | skipped: {SFTP_SERVER} or sftp not installed | | | | | | |");
+            println!("| {name} | skipped: {SFTP_SERVER} or sftp not installed | | | | | | | |");
             continue;
         }
         let versus_sftp = match index {
@@ -813,13 +882,17 @@ fn bulk_section(scratch: &Path) {
         let mib =
             |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
         println!(
-            "| {name} | {:.3} ({:.3}-{:.3}) | {:.0} | {versus_sftp} | {} | {} | {} | {} |",
+            "| {name} | {:.3} ({:.3}-{:.3}) | {:.0} | {versus_sftp} | {} | {} | {} | {} | {} |",
             row.best().as_secs_f64(),
             row.best().as_secs_f64(),
             row.worst().as_secs_f64(),
             mbps(BULK_BYTES, row.best()),
             ratio(&rows[1], row),
             ratio(&rows[0], row),
+            row.cpu
+                .iter()
+                .min()
+                .map_or("-".to_string(), |c| format!("{:.2}", c.as_secs_f64())),
             mib(row.server_above_idle_kib),
             mib(row.client_peak_kib),
         );
@@ -827,7 +900,9 @@ fn bulk_section(scratch: &Path) {
     println!(
         "\nspeed ratios: the baseline's time over the row's (above 1 is faster than the baseline). \
          sftp: `sftp -q -D {SFTP_SERVER} -b -` (a pipe, no encryption); capfs: the release \
-         binary against a fresh `capfs serve` per transfer; peak RSS of the client from GNU time."
+         binary against a fresh `capfs serve` per transfer. CPU: the least user + system time of the \
+         3 (sftp's includes its sftp-server; capfs's adds the server's); peak RSS of the client \
+         from GNU time."
     );
 }
 
