@@ -118,18 +118,37 @@ struct ServeArgs {
     /// Append one JSON line per request to FILE (`-` for stderr).
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
-    /// Largest incoming message in bytes.
-    #[arg(long, default_value_t = server::DEFAULT_MAX_MESSAGE_BYTES)]
-    max_message_bytes: usize,
-    /// Most simultaneous connections.
-    #[arg(long, default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
+    /// Largest incoming message, in bytes or with a K, M or G suffix.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = size_arg)]
+    max_message_bytes: u64,
+    /// Most simultaneous connections past their handshake.
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// Most requests running at once per connection.
-    #[arg(long, default_value_t = server::DEFAULT_MAX_IN_FLIGHT)]
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_IN_FLIGHT)]
     max_in_flight: usize,
-    /// Largest file fs/readFile returns, in bytes.
-    #[arg(long, default_value_t = capfs::DEFAULT_READ_LIMIT)]
+    /// Most connections still in their handshake, apart from --max-connections.
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_HANDSHAKES)]
+    max_handshakes: usize,
+    /// Time a connection has to complete its handshake (seconds, or with a unit: 500ms, 10s).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    handshake_timeout: std::time::Duration,
+    /// Time connections get to finish at shutdown; then they are cut and the exit status is 1.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg)]
+    shutdown_timeout: std::time::Duration,
+    /// Largest file fs/readFile returns, in bytes or with a K, M or G suffix.
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = size_arg)]
     read_limit: u64,
+}
+
+/// A size flag's value: bytes, or a number with a K, M, G or T suffix.
+fn size_arg(text: &str) -> Result<u64, String> {
+    server::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// A duration flag's value: seconds, or a number with units.
+fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    server::parse_duration(text).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -377,11 +396,22 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
     let config = ServerConfig {
         listen,
         token,
-        max_message_bytes: args.max_message_bytes,
+        max_message_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),
         max_connections: args.max_connections,
         max_in_flight: args.max_in_flight,
+        max_handshakes: args.max_handshakes,
+        handshake_timeout: args.handshake_timeout,
+        shutdown_timeout: args.shutdown_timeout,
         audit,
     };
+    config.validate().map_err(context("serve"))?;
+    if args.read_limit == 0 {
+        let zero = io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--read-limit 0: must be at least 1",
+        );
+        return Err(("serve".into(), zero));
+    }
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");
         server::serve_stdio(fs, config, shutdown_signal())
