@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::audit;
+
 use crate::protocol::{
     CopyParams, CreateDirectoryParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
     FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
@@ -45,10 +47,13 @@ pub async fn dispatch(
     outcome: &mut Outcome,
 ) -> Result<Value, ErrorObject> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
+    // What was sent, for the audit line of a request whose params do not parse; replaced by
+    // the parsed paths once they do.
+    outcome.paths = audit::raw_paths(params.as_ref());
     match method {
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let data = fs.read_file(&p.path).await.map_err(io)?;
             outcome.bytes = data.len() as u64;
             reply(ReadFileResponse {
@@ -57,7 +62,7 @@ pub async fn dispatch(
         }
         FS_WRITE_FILE_METHOD => {
             let p: WriteFileParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let data = STANDARD.decode(p.data_base64.as_bytes()).map_err(|e| {
                 invalid_input(
                     INVALID_REQUEST,
@@ -70,7 +75,7 @@ pub async fn dispatch(
         }
         FS_CREATE_DIRECTORY_METHOD => {
             let p: CreateDirectoryParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let options = CreateDirectoryOptions {
                 recursive: p.recursive.unwrap_or(true),
             };
@@ -79,13 +84,13 @@ pub async fn dispatch(
         }
         FS_GET_METADATA_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let metadata = fs.get_metadata(&p.path).await.map_err(io)?;
             reply(GetMetadataResponse::from(metadata))
         }
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let entries = fs.read_directory(&p.path).await.map_err(io)?;
             reply(ReadDirectoryResponse {
                 entries: entries.into_iter().map(Into::into).collect(),
@@ -93,7 +98,7 @@ pub async fn dispatch(
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let options = RemoveOptions {
                 recursive: p.recursive.unwrap_or(true),
                 force: p.force.unwrap_or(true),
@@ -103,8 +108,7 @@ pub async fn dispatch(
         }
         FS_COPY_METHOD => {
             let p: CopyParams = parse(params)?;
-            outcome.paths.push(p.source_path.to_string());
-            outcome.paths.push(p.destination_path.to_string());
+            outcome.paths = vec![p.source_path.to_string(), p.destination_path.to_string()];
             let options = CopyOptions {
                 recursive: p.recursive.unwrap_or(false),
             };
@@ -115,8 +119,7 @@ pub async fn dispatch(
         }
         FS_RENAME_METHOD => {
             let p: RenameParams = parse(params)?;
-            outcome.paths.push(p.source_path.to_string());
-            outcome.paths.push(p.destination_path.to_string());
+            outcome.paths = vec![p.source_path.to_string(), p.destination_path.to_string()];
             let options = RenameOptions {
                 overwrite: p.overwrite.unwrap_or(false),
             };
