@@ -347,6 +347,7 @@ async fn read_directory_lists_every_entry_with_its_own_type(remote: bool) {
         is_directory: dir,
         is_file: file,
         is_symlink: link,
+        lossy_name: false,
     };
     assert_eq!(
         entries,

@@ -92,8 +92,13 @@ pub async fn dispatch(
             let p: PathParams = parse(params)?;
             outcome.paths = vec![p.path.to_string()];
             let entries = fs.read_directory(&p.path).await.map_err(io)?;
+            // A lossy name shown to the client would lead it to another entry (or none) when
+            // sent back: such entries are left out and counted instead.
+            let (lossy, exact): (Vec<_>, Vec<_>) =
+                entries.into_iter().partition(|entry| entry.lossy_name);
             reply(ReadDirectoryResponse {
-                entries: entries.into_iter().map(Into::into).collect(),
+                entries: exact.into_iter().map(Into::into).collect(),
+                non_utf8_names_omitted: lossy.len() as u64,
             })
         }
         FS_REMOVE_METHOD => {
