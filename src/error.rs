@@ -1,4 +1,8 @@
 //! Every error capfs builds itself, one constructor each, with a fixed message.
+//!
+//! Errors are plain `std::io::Error`s: callers match on their `io::ErrorKind`. The messages of
+//! the copy refusals are fixed strings shared with the codex exec-server, public here so that
+//! callers and tests can compare them.
 
 use std::io::{self, ErrorKind};
 

@@ -34,15 +34,11 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
 };
 
-pub use crate::error::{
-    COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF, COPY_UNSUPPORTED_TYPE,
-};
-
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
 
 /// Files up to this size are read on the calling task; larger ones on tokio's blocking pool.
-pub const INLINE_READ_BYTES: u64 = 256 * 1024;
+pub(crate) const INLINE_READ_BYTES: u64 = 256 * 1024;
 
 /// The deepest directory tree a recursive `copy` reproduces; deeper trees fail with
 /// `InvalidInput` before anything below the limit is descended into.

@@ -71,8 +71,10 @@ pub(crate) struct WriteTarget {
 }
 
 impl WriteTarget {
-    /// Follows a symlink at the final name to its target while that stays inside the root. An
-    /// absolute link text, or one that climbs above the root, is an escape.
+    /// Follows a symlink at the final name to its target while that stays inside the root: a
+    /// relative text is joined to the link's directory, an absolute one is followed when it
+    /// names a place under the root's path. A text that climbs above the root, or an absolute
+    /// one under no part of it, is an escape.
     pub(crate) fn resolve(resolved: &Resolved<'_>, path: &AbsolutePathBuf) -> io::Result<Self> {
         if resolved.is_root() {
             return Err(error::is_a_directory(path));
@@ -145,7 +147,9 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
 /// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
-/// has no name until the rename (O_TMPFILE), so a crash leaves nothing behind.
+/// has no name while it is filled (O_TMPFILE); Linux cannot rename an unnamed file over
+/// another, so it is linked under a random name just before the rename, and a crash in that
+/// instant leaves a whole copy under that name (never a partial file at `name`).
 pub(crate) fn replace_file(
     parent: &Dir,
     name: &OsStr,
