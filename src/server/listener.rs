@@ -348,14 +348,17 @@ async fn serve_connection(
         let permit = permit.expect("an accepted handshake took a connection slot");
         Ok::<_, WsError>(Some((ws, permit)))
     };
-    let accepted = tokio::time::timeout(shared.config.handshake_timeout, accept)
-        .await
-        .map_err(|_| {
+    let deadline = shared.config.handshake_timeout;
+    // A handshake has no request to finish: at shutdown it is dropped at once.
+    let accepted = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        accepted = tokio::time::timeout(deadline, accept) => accepted.map_err(|_| {
             WsError::Io(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "no complete handshake in time",
             ))
-        });
+        }),
+    };
     drop(handshake);
     let Some((ws, permit)) = accepted?? else {
         return Ok(());

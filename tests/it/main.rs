@@ -9,6 +9,8 @@
 //! - `fuzz_regressions`: one test per finding of the fuzzers and property tests;
 //! - `protocol`: the wire protocol spoken by hand against the real `capfs serve`;
 //! - `streaming`: the data-frame extension, large files, bounded memory;
+//! - `listening`: handshake budget and deadline, descriptor exhaustion, the shutdown deadline,
+//!   start-up limits, the bearer scheme, audit of refused params, names that are not UTF-8;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once.
 //!
@@ -22,6 +24,7 @@ mod cap_std_gaps;
 mod faults;
 mod fuzz_regressions;
 mod hostile;
+mod listening;
 mod operating;
 mod properties;
 mod protocol;
