@@ -12,6 +12,8 @@
 //! - `listening`: handshake budget and deadline, descriptor exhaustion, the shutdown deadline,
 //!   start-up limits, the bearer scheme, audit of refused params, names that are not UTF-8;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
+//! - `load` (ignored; release, in `.ci/run`): the hostile connection shapes at once beside a
+//!   well-behaved client, with thread, memory and latency figures;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
@@ -25,6 +27,7 @@ mod faults;
 mod fuzz_regressions;
 mod hostile;
 mod listening;
+mod load;
 mod operating;
 mod properties;
 mod protocol;
