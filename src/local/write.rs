@@ -5,7 +5,9 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use cap_std::fs::{Dir, File, Metadata, Permissions};
+use std::os::unix::fs::PermissionsExt as _;
+
+use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
 use super::walk::{self, MAX_SYMLINK_HOPS};
@@ -13,6 +15,9 @@ use super::{Inner, resolve};
 use crate::AbsolutePathBuf;
 use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
+
+/// The permission bits a written or copied file may get: read, write and execute only.
+const PLAIN_MODE_BITS: u32 = 0o777;
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
     write_with(fs, path, |file| file.write_all(contents))
@@ -150,6 +155,10 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 /// has no name while it is filled (O_TMPFILE); Linux cannot rename an unnamed file over
 /// another, so it is linked under a random name just before the rename, and a crash in that
 /// instant leaves a whole copy under that name (never a partial file at `name`).
+///
+/// `permissions` are applied without their setuid, setgid and sticky bits, as the kernel drops
+/// setuid and setgid when another user writes a file: a copy or rewrite of a privileged program
+/// never hands out a new privileged program.
 pub(crate) fn replace_file(
     parent: &Dir,
     name: &OsStr,
@@ -159,7 +168,10 @@ pub(crate) fn replace_file(
     let mut temp = TempFile::new(parent)?;
     fill(temp.as_file_mut())?;
     if let Some(permissions) = permissions {
-        temp.as_file().set_permissions(permissions)?;
+        let plain = Permissions::from_std(std::fs::Permissions::from_mode(
+            permissions.mode() & PLAIN_MODE_BITS,
+        ));
+        temp.as_file().set_permissions(plain)?;
     }
     temp.replace(name)
 }

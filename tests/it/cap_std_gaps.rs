@@ -1,6 +1,6 @@
-//! The known gaps of cap-std that capfs covers itself (DESIGN §8), one test each: root-equivalent
-//! removal, copy onto the same inode, huge sparse files, FIFOs, self-referencing links, deep
-//! trees, and the read limit.
+//! The known gaps of cap-std that capfs covers itself (docs/DESIGN.md §8), one test each:
+//! root-equivalent removal, copy onto the same inode, huge sparse files, FIFOs, self-referencing links,
+//! deep trees, and the read limit.
 
 use std::io::ErrorKind;
 use std::io::Write;
@@ -237,8 +237,8 @@ async fn self_and_parent_links_are_not_followed_by_recursive_ops(remote: bool) {
 }
 
 /// cap-std's recursive removal holds one handle and one stack frame per level. capfs removes a
-/// 10,000-level tree (DESIGN §3's bound), and refuses to copy it past its documented depth with a
-/// clear error.
+/// 10,000-level tree (the bound of docs/DESIGN.md §4.3), and refuses to copy it past its
+/// documented depth with a clear error.
 #[test_case(false ; "local")]
 #[test_case(true ; "remote")]
 #[tokio::test]

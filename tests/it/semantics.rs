@@ -1,5 +1,5 @@
-//! Behaviour and error kinds of every operation (DESIGN §4) on ordinary, non-hostile trees, and
-//! the generated-image artifact helpers written through the trait.
+//! Behaviour and error kinds of every operation (docs/DESIGN.md §2) on ordinary, non-hostile trees,
+//! and the generated-image artifact helpers written through the trait.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
