@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::AuditLog;
+#[cfg(doc)]
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 
 /// Default bound on one incoming message: 64 MiB.
@@ -24,8 +25,10 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time the server gives its connections to finish once asked to stop.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The smallest message limit accepted: one full data frame must fit.
-const MIN_MESSAGE_BYTES: usize = DATA_CHUNK_BYTES + DATA_FRAME_HEADER_LEN;
+/// The smallest message limit accepted: room for any request but `fs/writeFile`'s contents.
+/// Below one data frame ([`DATA_CHUNK_BYTES`] + [`DATA_FRAME_HEADER_LEN`]) capfs clients'
+/// streamed writes do not fit; the server still serves everything else.
+const MIN_MESSAGE_BYTES: usize = 4096;
 /// The largest message limit accepted: a message is held whole in memory.
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024 * 1024;
 /// Accepted values of the connection and handshake bounds (each holds a descriptor).
