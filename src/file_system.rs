@@ -3,6 +3,8 @@
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use std::path::PathBuf;
+
 use crate::AbsolutePathBuf;
 
 /// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
@@ -79,13 +81,15 @@ pub struct FileMetadata {
     pub created_at_ms: i64,
     /// Modification time in milliseconds since the Unix epoch, 0 when unknown.
     pub modified_at_ms: i64,
+    /// Permission bits of the resolved file (`0o7777` at most), 0 when unknown.
+    pub mode: u32,
 }
 
 /// One entry of [`ExecutorFileSystem::read_directory`]; types are those of the entry itself
 /// (symlinks are not followed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadDirectoryEntry {
-    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD).
+    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD: see `lossy_name`).
     pub file_name: String,
     /// The entry is a directory.
     pub is_directory: bool,
@@ -93,6 +97,10 @@ pub struct ReadDirectoryEntry {
     pub is_file: bool,
     /// The entry is a symlink.
     pub is_symlink: bool,
+    /// The name on disk is not valid UTF-8, so `file_name` is a lossy rendering that names
+    /// another entry or none: joined to its directory it does not reach this entry. The server
+    /// leaves such entries out of remote listings (and says how many it left out).
+    pub lossy_name: bool,
 }
 
 /// A file system an agent's tools use, confined to sandbox roots.
@@ -114,6 +122,12 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// reads. The default is `None`.
     fn read_file_limit(&self) -> Option<u64> {
         None
+    }
+
+    /// The sandbox roots this file system serves, as a server announces them in the
+    /// `initialize` result. The default is none (the file system does not say).
+    fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {
+        Vec::new()
     }
 
     /// Streams a whole regular file into `writer`, calling `progress` with the running byte count,
@@ -248,4 +262,31 @@ pub trait ExecutorFileSystem: Send + Sync {
         destination: &AbsolutePathBuf,
         options: RenameOptions,
     ) -> FileSystemResult<()>;
+
+    /// Reads the text of the symlink at `path` (the link itself; it is not followed, and its
+    /// text may name a place outside the root: it is only text).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`; `InvalidInput` when `path` is not a symlink; `PermissionDenied` for an
+    /// escape in the path's parents; `Unsupported` from a file system without links.
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<PathBuf> {
+        Err(crate::error::unsupported(path, "reading symlinks"))
+    }
+
+    /// Creates a symlink at `path` whose text is `target`. Following it later stays confined
+    /// like any other link: a target outside the root is an escape when used.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists`; `NotFound` for a missing parent; `PermissionDenied` for an escape or a
+    /// read-only root; `Unsupported` from a file system without links.
+    async fn create_symlink(
+        &self,
+        path: &AbsolutePathBuf,
+        target: &std::path::Path,
+    ) -> FileSystemResult<()> {
+        let _ = target;
+        Err(crate::error::unsupported(path, "creating symlinks"))
+    }
 }

@@ -9,7 +9,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::RemoteFileSystem;
 use super::client::{Downloads, connection_lost, finish};
-use crate::error::{check_stream_size, stream_ended_early, write_options_unsupported};
+use crate::error::{check_stream_size, stream_ended_early};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
     DATA_FRAME_HEADER_LEN, ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header,
@@ -103,9 +103,6 @@ impl RemoteFileSystem {
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> io::Result<u64> {
         if !self.client.data_frames {
-            if options != WriteOptions::default() {
-                return Err(write_options_unsupported(path));
-            }
             let mut data = Vec::new();
             let want = size.map_or(u64::MAX, |size| size.saturating_add(1));
             (&mut *reader).take(want).read_to_end(&mut data).await?;
@@ -113,7 +110,7 @@ impl RemoteFileSystem {
                 check_stream_size(data.len() as u64, size)?;
             }
             let written = data.len() as u64;
-            self.write_file(path, data).await?;
+            self.write_inline(path, data, options).await?;
             progress(written);
             return Ok(written);
         }
@@ -124,6 +121,7 @@ impl RemoteFileSystem {
             .await
             .map_err(|_| connection_lost())?;
         let stream_id = client.new_id() as u64;
+        let options = client.capfs_options(options);
         let params = WriteStreamParams {
             path: path.clone(),
             stream_id,

@@ -10,10 +10,12 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
@@ -77,8 +79,9 @@ impl Connection {
             Arc::new(Semaphore::new(shared.config.max_blocking_per_connection)),
             Arc::clone(&shared.work),
         );
-        let session =
-            Session::new(shared.config.max_message_bytes).announcing(shared.fs.read_file_limit());
+        let session = Session::new(shared.config.max_message_bytes)
+            .with_roots(shared.fs.served_roots())
+            .announcing(shared.fs.read_file_limit());
         Self {
             shared,
             id,
@@ -94,17 +97,20 @@ impl Connection {
     pub(crate) async fn run<S>(
         mut self,
         ws: tokio_tungstenite::WebSocketStream<S>,
-        mut stop: watch::Receiver<bool>,
+        stop: CancellationToken,
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sink, mut stream) = ws.split();
         let (out_tx, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
-        let writer = tokio::spawn(crate::transport::ws::write_queued(sink, out_rx));
+        // Dropping the connection (cut at the shutdown deadline) ends its writer too.
+        let writer = AbortOnDropHandle::new(tokio::spawn(crate::transport::ws::write_queued(
+            sink, out_rx,
+        )));
         let idle = self.shared.config.stream_idle_timeout;
         loop {
             let incoming = tokio::select! {
-                _ = stop.wait_for(|stopping| *stopping) => break,
+                () = stop.cancelled() => break,
                 incoming = stream.next() => incoming,
             };
             match incoming {

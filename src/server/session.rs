@@ -12,7 +12,7 @@ use crate::protocol::{
     ErrorObject, ErrorResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, INVALID_REQUEST,
     InitializeResponse, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message,
     NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId, Response,
-    ServerCapabilities, UNKNOWN_REQUEST_ID,
+    RootDescription, ServerCapabilities, UNKNOWN_REQUEST_ID,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +49,7 @@ pub struct Session {
     state: Handshake,
     max_message_bytes: usize,
     read_limit: Option<u64>,
+    roots: Vec<RootDescription>,
 }
 
 /// What the transport does with one incoming message.
@@ -114,7 +115,14 @@ impl Session {
             state: Handshake::AwaitingInitialize,
             max_message_bytes,
             read_limit: None,
+            roots: Vec::new(),
         }
+    }
+
+    /// Announces `roots` in the `initialize` result, so that clients can find them.
+    pub fn with_roots(mut self, roots: Vec<RootDescription>) -> Self {
+        self.roots = roots;
+        self
     }
 
     /// Also announces `read_limit` (the served file system's) in the `initialize` result.
@@ -205,6 +213,7 @@ impl Session {
                 max_message_bytes: self.max_message_bytes as u64,
                 data_frames: true,
                 read_limit: self.read_limit,
+                roots: self.roots.clone(),
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")

@@ -3,14 +3,14 @@
 //! cleanly, data frames and requests never wait on each other, replies stay within the message
 //! limit, and unsized writes work end to end.
 
-mod common;
-
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::{self, InProcessServer};
+use crate::serve::{RawPeer, WAIT, error_of, workspace};
 use async_trait::async_trait;
 use capfs::protocol::{DATA_FRAME_LAST_TAG, data_frame_header};
 use capfs::server::ServerConfig;
@@ -19,8 +19,6 @@ use capfs::{
     FileSystemResult, LocalFileSystem, ReadDirectoryEntry, RemoteFileSystem, RemoteOptions,
     RemoveOptions, RenameOptions, Sandbox, WriteOptions,
 };
-use common::InProcessServer;
-use common::serve::{RawPeer, WAIT, error_of, workspace};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
