@@ -157,6 +157,9 @@ pub(crate) fn start_write(
     log: RequestLog,
 ) -> Result<(), ErrorObject> {
     let p: WriteStreamParams = parse(raw_params)?;
+    // Forget writes that ended without taking all their frames (refused, failed, timed out):
+    // what stays is at most one entry per write still running, each holding an in-flight slot.
+    uploads.retain(|_, upload| !upload.chunks.is_closed());
     if uploads.contains_key(&p.stream_id) {
         return Err(invalid_input(
             INVALID_PARAMS,
