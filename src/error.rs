@@ -102,3 +102,15 @@ pub(crate) fn is_cap_std_escape(err: &io::Error) -> bool {
 pub(crate) fn cap_std_style_escape() -> io::Error {
     io::Error::new(ErrorKind::PermissionDenied, CAP_STD_ESCAPE_TEXT)
 }
+
+pub(crate) fn invalid_glob(pattern: &str, err: &globset::Error) -> io::Error {
+    let reason = match err.kind() {
+        globset::ErrorKind::UnclosedClass => "unclosed character class".to_string(),
+        globset::ErrorKind::UnclosedAlternates => "unclosed alternates".to_string(),
+        other => other.to_string().to_lowercase(),
+    };
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("{pattern}: invalid glob: {reason}"),
+    )
+}

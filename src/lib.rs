@@ -38,7 +38,8 @@ mod ws;
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_DEPTH_LIMIT, Walk, WalkEntry,
+    WalkOptions,
 };
 pub use local::{
     COPY_DEPTH_LIMIT, COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF,

@@ -21,6 +21,7 @@ mod read;
 mod remove;
 mod rename;
 mod resolve;
+mod tree;
 mod walk;
 mod write;
 
@@ -31,7 +32,7 @@ use async_trait::async_trait;
 
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
 };
 
 pub use crate::error::{
@@ -223,5 +224,10 @@ impl ExecutorFileSystem for LocalFileSystem {
         let (source, destination) = (source.clone(), destination.clone());
         self.run(move |fs| rename::rename(fs, &source, &destination, options))
             .await
+    }
+
+    async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
+        let (path, options) = (path.clone(), options.clone());
+        self.run(move |fs| tree::walk(fs, &path, &options)).await
     }
 }

@@ -32,19 +32,20 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
+use crate::file_system::walk_by_listing;
 use crate::protocol::{
-    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams,
+    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WALK_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams,
     CreateDirectoryParams, DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, FS_COPY_METHOD,
     FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
     FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
     GetMetadataResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, Message, Notification, PathParams, ReadDirectoryResponse, ReadFileResponse,
-    ReadStreamParams, RemoveParams, RenameParams, Request, RequestId, StreamResponse,
-    WriteFileParams, WriteStreamParams, data_frame_header, data_frame_stream,
+    ReadStreamParams, RemoveParams, RenameParams, Request, RequestId, StreamResponse, WalkParams,
+    WalkResponse, WriteFileParams, WriteStreamParams, data_frame_header, data_frame_stream,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
 };
 
 /// How to reach a server.
@@ -110,6 +111,8 @@ struct Client {
     next_id: AtomicI64,
     reader: JoinHandle<()>,
     data_frames: bool,
+    /// The server walks trees in one request ([`CAPFS_WALK_METHOD`]).
+    walk: bool,
     /// The command carrying the connection, killed when the client goes away.
     _command: Option<tokio::process::Child>,
 }
@@ -307,6 +310,7 @@ impl RemoteFileSystem {
             next_id: AtomicI64::new(1),
             reader,
             data_frames: false,
+            walk: false,
             _command: command,
         };
         let params = InitializeParams {
@@ -318,7 +322,8 @@ impl RemoteFileSystem {
         )
         .await
         .map_err(|_| timed_out("initialize", options.connect_timeout))??;
-        client.data_frames = initialized.capfs.is_some_and(|c| c.data_frames);
+        client.data_frames = initialized.capfs.as_ref().is_some_and(|c| c.data_frames);
+        client.walk = initialized.capfs.is_some_and(|c| c.walk);
         client.notify(INITIALIZED_METHOD).await?;
         Ok(Self {
             client: Arc::new(client),
@@ -694,5 +699,14 @@ impl ExecutorFileSystem for RemoteFileSystem {
         };
         let _: Empty = self.client.call(FS_RENAME_METHOD, params).await?;
         Ok(())
+    }
+
+    async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
+        if !self.client.walk {
+            return walk_by_listing(self, path, options).await;
+        }
+        let params = WalkParams::new(path.clone(), options);
+        let response: WalkResponse = self.client.call(CAPFS_WALK_METHOD, params).await?;
+        Ok(response.into())
     }
 }
