@@ -14,6 +14,7 @@ use capfs::{
     RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
 };
 
+mod mcp;
 mod transfer;
 use transfer::Backend;
 
@@ -59,6 +60,10 @@ enum Command {
     /// Serve the sandbox roots over WebSocket; prints the URL as the first line on stdout
     /// (with `--listen stdio`, serves one connection on stdin/stdout and prints nothing else).
     Serve(ServeArgs),
+    /// Serve the file tools of MCP clients (those of the reference filesystem server) on
+    /// stdin/stdout, confined to the roots (`capfs mcp DIR...` or --root/--read-only) or
+    /// served by a capfs server (--remote, --remote-command).
+    Mcp(mcp::McpArgs),
     /// List a directory (directories end in `/`, symlinks in `@`).
     Ls { path: String },
     /// Show a path's metadata.
@@ -138,6 +143,7 @@ fn main() -> ExitCode {
     // that client's terminal.
     let default_filter = match &cli.command {
         Command::Serve(args) if args.listen == "stdio" => "capfs=warn",
+        Command::Mcp(_) => "capfs=warn",
         _ => "capfs=info",
     };
     tracing_subscriber::fmt()
@@ -178,10 +184,21 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Serve(args) = cli.command {
         return serve(&cli.target, args, token).await;
     }
+    if let Command::Mcp(args) = cli.command {
+        let t = cli.target;
+        let target = mcp::Target {
+            roots: t.root,
+            read_only: t.read_only,
+            remote: t.remote,
+            remote_command: t.remote_command,
+            token,
+        };
+        return mcp::run(args, target).await.map_err(context("mcp"));
+    }
     let backend = open_target(&cli.target, token).await?;
     let fs = backend.file_system();
     match cli.command {
-        Command::Serve(_) => unreachable!("handled above"),
+        Command::Serve(_) | Command::Mcp(_) => unreachable!("handled above"),
         Command::Ls { path } => {
             let p = sandbox_path(&path)?;
             let mut entries = fs
