@@ -33,7 +33,7 @@ pub mod protocol;
 mod remote;
 mod sandbox;
 pub mod server;
-mod ws;
+mod transport;
 
 pub use environment::Environment;
 pub use file_system::{

@@ -15,8 +15,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::RequestLog;
+use super::connection::{reply_message, send};
 use super::handler::{invalid_input, parse};
-use super::{reply_message, send};
 use crate::LocalFileSystem;
 use crate::error::too_large;
 use crate::protocol::{

@@ -2,8 +2,6 @@
 //! removal, copy onto the same inode, huge sparse files, FIFOs, self-referencing links, deep
 //! trees, and the read limit.
 
-mod common;
-
 use std::io::ErrorKind;
 use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
@@ -11,11 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use capfs::{Access, CopyOptions, RemoveOptions};
-use common::{
+use crate::common::{
     DEEP_TREE_BOUND, assert_same_tree, build_deep_tree, deep_tree_depth, env, env_with_read_limit,
     err_kind, fs_over, snapshot, within, within_for,
 };
+use capfs::{Access, CopyOptions, RemoveOptions};
 use test_case::test_case;
 
 const RECURSIVE_FORCE: RemoveOptions = RemoveOptions {

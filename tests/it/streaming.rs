@@ -1,14 +1,12 @@
 //! Large files over the remote backend: data frames, `capfs get`/`put`, and what a plain peer
 //! without the extension still gets.
 
-mod serve;
-
 use std::io::ErrorKind;
 use std::path::Path;
 
+use crate::serve::{RawPeer, ServerProcess, workspace};
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
 use serde_json::json;
-use serve::{RawPeer, ServerProcess, workspace};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)

@@ -1,7 +1,5 @@
 //! Operating capfs: the stdio transport and `--remote-command`, the audit log, `GET /readyz`.
 
-mod serve;
-
 use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::path::Path;
@@ -18,11 +16,11 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
+use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
 use capfs::{
     AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoteFileSystem, RemoteOptions,
     RemoveOptions, RenameOptions,
 };
-use serve::{RawPeer, ServerProcess, WAIT, workspace};
 
 const BIN: &str = env!("CARGO_BIN_EXE_capfs");
 

@@ -1,20 +1,18 @@
 //! Behaviour and error kinds of every operation (DESIGN §4) on ordinary, non-hostile trees, and
 //! the generated-image artifact helpers written through the trait.
 
-mod common;
-
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::common::{SECRET, env, err_kind};
 use capfs::artifact::{image_generation_artifact_path, save_image_generation_result};
 use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ReadDirectoryEntry, RemoveOptions,
     RenameOptions,
 };
-use common::{SECRET, env, err_kind};
 use test_case::test_case;
 
 const RECURSIVE: CopyOptions = CopyOptions { recursive: true };
@@ -596,7 +594,7 @@ async fn copy_directory_into_itself_is_refused(remote: bool, source: &str, desti
     env.symlink("alias", "a");
     env.symlink("alias_b", "a/b");
     env.symlink("here", ".");
-    let before = common::snapshot(env.ws.as_path());
+    let before = crate::common::snapshot(env.ws.as_path());
     let err = env
         .fs
         .copy(&env.p(source), &env.p(destination), RECURSIVE)
@@ -604,7 +602,7 @@ async fn copy_directory_into_itself_is_refused(remote: bool, source: &str, desti
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert_eq!(err.to_string(), capfs::COPY_INTO_ITSELF);
-    common::assert_same_tree(&before, &common::snapshot(env.ws.as_path()), "ws");
+    crate::common::assert_same_tree(&before, &crate::common::snapshot(env.ws.as_path()), "ws");
 }
 
 #[test_case(false ; "local")]

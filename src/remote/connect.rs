@@ -1,0 +1,167 @@
+//! Opening a connection: over TCP with the WebSocket upgrade, or over a command's stdin and
+//! stdout; then the `initialize` handshake.
+
+use std::io;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+use super::RemoteFileSystem;
+use super::client::Client;
+
+/// How to reach a server.
+#[derive(Clone, Debug)]
+pub struct RemoteOptions {
+    /// Sent as `Authorization: Bearer <token>` when set.
+    pub token: Option<String>,
+    /// Bound on the TCP connect plus the WebSocket handshake, and separately on `initialize`.
+    pub connect_timeout: Duration,
+    /// Sent in `initialize`.
+    pub client_name: String,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        Self {
+            token: None,
+            connect_timeout: Duration::from_secs(10),
+            client_name: format!("capfs/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what} timed out after {after:?}"),
+    )
+}
+
+/// No bound on incoming messages: the server is trusted to send what the client asked for.
+fn client_ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(None)
+        .max_frame_size(None)
+}
+
+/// Maps a failed WebSocket connect to an `io::Error` a person can act on.
+fn connect_error(url: &str, err: WsError) -> io::Error {
+    match err {
+        WsError::Http(response) => {
+            let status = response.status();
+            let body = response
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            let kind = match status {
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => io::ErrorKind::PermissionDenied,
+                StatusCode::SERVICE_UNAVAILABLE => io::ErrorKind::ConnectionRefused,
+                _ => io::ErrorKind::Other,
+            };
+            io::Error::new(
+                kind,
+                format!("{url}: server refused the connection ({status}) {body}"),
+            )
+        }
+        WsError::Io(e) => io::Error::new(e.kind(), format!("{url}: {e}")),
+        other => io::Error::other(format!("{url}: {other}")),
+    }
+}
+
+impl RemoteFileSystem {
+    /// Connects to `url` (`ws://HOST:PORT`) and completes the `initialize` handshake.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` past `connect_timeout`; `PermissionDenied` when the server refuses the token or
+    /// the request; `ConnectionRefused` when nothing listens or the server is full.
+    pub async fn connect(url: &str, options: RemoteOptions) -> io::Result<Self> {
+        let mut request = url
+            .into_client_request()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
+        if let Some(token) = &options.token {
+            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "token is not a valid header value",
+                )
+            })?;
+            request.headers_mut().insert(header::AUTHORIZATION, value);
+        }
+        let connect =
+            tokio_tungstenite::connect_async_with_config(request, Some(client_ws_config()), true);
+        let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
+            .await
+            .map_err(|_| timed_out("connecting", options.connect_timeout))?
+            .map_err(|e| connect_error(url, e))?;
+        Self::start(ws, &options, None).await
+    }
+
+    /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout, as
+    /// `capfs serve --listen stdio` expects: WebSocket frames without the HTTP upgrade. The
+    /// command's stderr is the caller's. `options.token` is not used: the command's own channel
+    /// (ssh, `kubectl exec`) authenticates. The command is killed when the file system is
+    /// dropped; when it exits, every pending and later call fails with `BrokenPipe`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> std::io::Result<()> {
+    /// use capfs::{RemoteFileSystem, RemoteOptions};
+    ///
+    /// let command = "ssh executor capfs serve --listen stdio --root /srv/ws";
+    /// let fs = RemoteFileSystem::connect_command(command, RemoteOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The error of spawning `sh`; `TimedOut` when the command does not complete `initialize`
+    /// within `connect_timeout`; `BrokenPipe` when it exits before.
+    pub async fn connect_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            // A local `capfs serve` must not take these as its own client settings.
+            .env_remove("CAPFS_REMOTE_COMMAND")
+            .env_remove("CAPFS_REMOTE")
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("starting `sh -c {command}`: {e}")))?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let io = tokio::io::join(stdout, stdin);
+        let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            io,
+            Role::Client,
+            Some(client_ws_config()),
+        )
+        .await;
+        Self::start(ws, &options, Some(child))
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("`{command}`: {e}")))
+    }
+
+    /// Starts the connection's tasks on an open WebSocket and completes `initialize`.
+    async fn start<S>(
+        ws: tokio_tungstenite::WebSocketStream<S>,
+        options: &RemoteOptions,
+        command: Option<tokio::process::Child>,
+    ) -> io::Result<Self>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let client = Client::start(ws, options, command).await?;
+        Ok(Self {
+            client: std::sync::Arc::new(client),
+        })
+    }
+}
