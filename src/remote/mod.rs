@@ -22,10 +22,11 @@ use base64::engine::general_purpose::STANDARD;
 
 use crate::file_system::walk_by_listing;
 use crate::protocol::{
-    CAPFS_WALK_METHOD, CopyParams, CreateDirectoryParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse,
-    ReadFileResponse, RemoveParams, RenameParams, WalkParams, WalkResponse, WriteFileParams,
+    CAPFS_WALK_METHOD, CopyParams, CreateDirectoryParams, FS_COPY_METHOD,
+    FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
+    GetMetadataResponse, PathParams, ReadDirectoryResponse, ReadFileResponse, RemoveParams,
+    RenameParams, WalkParams, WalkResponse, WriteFileParams,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,

@@ -11,6 +11,7 @@
 //! - `streaming`: the data-frame extension, large files, bounded memory;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once.
+//! - `walk`: the confined tree walk, locally and as `capfs/walk`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -28,3 +29,4 @@ mod protocol;
 mod races;
 mod semantics;
 mod streaming;
+mod walk;

@@ -392,7 +392,7 @@ impl Tools<'_> {
         let files = rows.iter().filter(|r| !r.1).count();
         let total: u64 = rows.iter().filter(|r| !r.1).map(|r| r.2).sum();
         if a.sort_by == SortBy::Size {
-            rows.sort_by(|x, y| y.2.cmp(&x.2));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.2));
         } else {
             rows.sort_by(|x, y| text::compare_names(x.0, y.0));
         }
