@@ -2,6 +2,7 @@
 // capfs server over WebSocket, and a capfs server as --remote-command. Each result is checked
 // for content, and the audit logs for one line per file system call.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -155,6 +156,29 @@ describe("local behaviour", () => {
     assert.deepEqual(records.map((r) => r.method), ["fs/readFile", "fs/writeFile", "capfs/walk"]);
     assert.deepEqual(records[1].paths, [path.join(ws, "w.txt")]);
     assert.equal(records[1].bytes, 1);
+  });
+
+  test("reads obey the read limit with a message naming it; a FIFO is refused, not waited on", async () => {
+    const ws = tempDir("limit");
+    fs.writeFileSync(path.join(ws, "big.txt"), "x".repeat(100));
+    fs.writeFileSync(path.join(ws, "small.txt"), "ok");
+    execFileSync("mkfifo", [path.join(ws, "fifo")]);
+    const { client, close } = await capfsLocal([ws], ["--read-limit", "64"]);
+    try {
+      for (const name of ["read_text_file", "read_media_file"]) {
+        const r = await call(client, name, { path: path.join(ws, "big.txt") });
+        assert.ok(r.isError, name);
+        assert.match(r.text, /too large to read: limit is 64 bytes/);
+      }
+      const many = await call(client, "read_multiple_files", { paths: [path.join(ws, "big.txt"), path.join(ws, "small.txt")] });
+      assert.match(many.text, /big\.txt: Error - .*limit is 64 bytes/);
+      assert.match(many.text, /small\.txt:\nok\n/);
+      for (const name of ["read_text_file", "read_media_file"]) {
+        const r = await call(client, name, { path: path.join(ws, "fifo") });
+        assert.ok(r.isError, `${name} on a FIFO fails at once`);
+        assert.match(r.text, /not a regular file/);
+      }
+    } finally { await close(); }
   });
 
   test("read-only roots refuse every mutating tool and are marked", async () => {
