@@ -10,6 +10,11 @@ const d = path.join(ws, "d");
 const real = path.join(ws, "d_real");
 let swaps = 0;
 while (Atomics.load(flag, 0) === 0) {
+  // A tool may have re-created `d` while it was away (create_directory makes parents): put the
+  // real directory back first (rmSync removes a link itself, never what it points at).
+  if (fs.existsSync(real)) {
+    try { fs.rmSync(d, { recursive: true, force: true }); fs.renameSync(real, d); } catch { continue; }
+  }
   try { fs.renameSync(d, real); } catch { continue; }
   try { fs.symlinkSync(outside, d); } catch { /* keep going */ }
   for (let i = 0; i < 200; i++) { if (Atomics.load(flag, 0) !== 0) break; }

@@ -27,12 +27,14 @@ async function measure(label, start, searchRuns) {
       if (r.isError) throw new Error(`${label} ${name}: ${r.text}`);
       return Number(process.hrtime.bigint() - t) / 1e6;
     };
-    const info = [], read = [], search = [];
+    const floor = [], info = [], read = [], search = [];
     for (let i = 0; i < 20; i++) await time("get_file_info", { path: path.join(ws, "four-k.txt") });
+    // The floor: a tool that touches no file, so client, transport and server framing only.
+    for (let i = 0; i < CALLS; i++) floor.push(await time("list_allowed_directories", {}));
     for (let i = 0; i < CALLS; i++) info.push(await time("get_file_info", { path: path.join(ws, "four-k.txt") }));
     for (let i = 0; i < CALLS; i++) read.push(await time("read_text_file", { path: path.join(ws, "four-k.txt") }));
     for (let i = 0; i < searchRuns; i++) search.push(await time("search_files", { path: ws, pattern: "**/*.rs" }));
-    return { label, info: median(info), read: median(read), search: median(search) };
+    return { label, floor: median(floor), info: median(info), read: median(read), search: median(search) };
   } finally { await close(); }
 }
 
@@ -43,10 +45,11 @@ const rows = [
 ];
 const f = (ms) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(3));
 console.log(`MCP bench: ${CALLS} calls each (median), search_files over ${DIRS * FILES_PER_DIR} files`);
-console.log("| server | get_file_info ms | read_text_file 4 KiB ms | search_files 50,000 files ms |");
-console.log("|---|---|---|---|");
-console.log(`| reference 2026.8.31 | ${f(ref.info)} | ${f(ref.read)} | ${f(ref.search)} |`);
+console.log("| server | list_allowed_directories (no file call) ms | get_file_info ms | read_text_file 4 KiB ms | search_files 50,000 files ms |");
+console.log("|---|---|---|---|---|");
+console.log(`| reference 2026.8.31 | ${f(ref.floor)} | ${f(ref.info)} | ${f(ref.read)} | ${f(ref.search)} |`);
+const ratio = (a, b, digits = 2) => `${(a / b).toFixed(digits)}x`;
 for (const r of rows) {
-  console.log(`| ${r.label} | ${f(r.info)} (${(r.info / ref.info).toFixed(2)}x) | ${f(r.read)} (${(r.read / ref.read).toFixed(2)}x) | ${f(r.search)} (${(r.search / ref.search).toFixed(3)}x) |`);
+  console.log(`| ${r.label} | ${f(r.floor)} (${ratio(r.floor, ref.floor)}) | ${f(r.info)} (${ratio(r.info, ref.info)}) | ${f(r.read)} (${ratio(r.read, ref.read)}) | ${f(r.search)} (${ratio(r.search, ref.search, 3)}) |`);
 }
 fs.rmSync(ws, { recursive: true, force: true });
