@@ -25,6 +25,9 @@ use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 
 pub(crate) use audit::Audited;
 
+/// The default largest file the read tools return: 64 MiB.
+const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// Arguments of `capfs mcp` besides the shared `--root`, `--read-only`, `--remote` and
 /// `--remote-command`.
 #[derive(Args)]
@@ -36,8 +39,10 @@ pub(crate) struct McpArgs {
     /// Append one JSON line per file system call to FILE (`-` for stderr), as `serve` does.
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
-    /// Largest file a read tool returns, in bytes (local roots).
-    #[arg(long, default_value_t = capfs::DEFAULT_READ_LIMIT)]
+    /// Largest file a read tool returns, in bytes (local roots; a server applies its own).
+    /// Lower than `serve`'s default: a reply carries the whole file as JSON text, base64 for
+    /// media, and no model reads more.
+    #[arg(long, default_value_t = MCP_READ_LIMIT)]
     pub read_limit: u64,
 }
 
