@@ -7,10 +7,12 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
@@ -18,7 +20,8 @@ use super::session::{self, FsCall, Session, Step, is_stream_method};
 use super::{handler, stream};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    ErrorObject, FS_GET_METADATA_METHOD, RequestId, SERVER_BUSY, data_frame_stream,
+    ErrorObject, FS_GET_METADATA_METHOD, RequestId, RootDescription, SERVER_BUSY,
+    data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 
@@ -46,7 +49,16 @@ pub(crate) struct Connection {
 impl Connection {
     pub(crate) fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
-        let session = Session::new(shared.config.max_message_bytes);
+        let roots = shared
+            .fs
+            .sandbox()
+            .roots()
+            .iter()
+            .map(|root| RootDescription {
+                path: root.path().clone(),
+                access: root.access().into(),
+            });
+        let session = Session::new(shared.config.max_message_bytes).with_roots(roots.collect());
         Self {
             shared,
             id,
@@ -60,16 +72,19 @@ impl Connection {
     pub(crate) async fn run<S>(
         mut self,
         ws: tokio_tungstenite::WebSocketStream<S>,
-        mut stop: watch::Receiver<bool>,
+        stop: CancellationToken,
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sink, mut stream) = ws.split();
         let (out_tx, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
-        let writer = tokio::spawn(crate::transport::ws::write_queued(sink, out_rx));
+        // Dropping the connection (cut at the shutdown deadline) ends its writer too.
+        let writer = AbortOnDropHandle::new(tokio::spawn(crate::transport::ws::write_queued(
+            sink, out_rx,
+        )));
         loop {
             let incoming = tokio::select! {
-                _ = stop.wait_for(|stopping| *stopping) => break,
+                () = stop.cancelled() => break,
                 incoming = stream.next() => incoming,
             };
             match incoming {

@@ -1,5 +1,5 @@
-//! Behaviour and error kinds of every operation (DESIGN §4) on ordinary, non-hostile trees, and
-//! the generated-image artifact helpers written through the trait.
+//! Behaviour and error kinds of every operation (docs/DESIGN.md §2) on ordinary, non-hostile trees,
+//! and the generated-image artifact helpers written through the trait.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -345,6 +345,7 @@ async fn read_directory_lists_every_entry_with_its_own_type(remote: bool) {
         is_directory: dir,
         is_file: file,
         is_symlink: link,
+        lossy_name: false,
     };
     assert_eq!(
         entries,
@@ -384,15 +385,23 @@ async fn read_directory_lists_every_entry_with_its_own_type(remote: bool) {
 #[test_case(false ; "local")]
 #[test_case(true ; "remote")]
 #[tokio::test]
-async fn read_directory_converts_non_utf8_names_lossily(remote: bool) {
+async fn read_directory_marks_lossy_names_and_remote_listings_leave_them_out(remote: bool) {
     use std::os::unix::ffi::OsStrExt;
     let env = env(remote).await;
     env.mkdir("d");
     let name = std::ffi::OsStr::from_bytes(b"bad\xff\xfe");
     std::fs::write(env.ws_host("d").join(name), b"x").unwrap();
-    let entries = env.fs.read_directory(&env.p("d")).await.unwrap();
-    assert_eq!(names(&entries), ["bad\u{fffd}\u{fffd}"]);
-    assert!(entries[0].is_file);
+    std::fs::write(env.ws_host("d").join("good"), b"x").unwrap();
+    let mut entries = env.fs.read_directory(&env.p("d")).await.unwrap();
+    entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+    if remote {
+        // A lossy name would lead elsewhere once sent back: it is not listed at all.
+        assert_eq!(names(&entries), ["good"]);
+    } else {
+        assert_eq!(names(&entries), ["bad\u{fffd}\u{fffd}", "good"]);
+        assert!(entries[0].is_file && entries[0].lossy_name);
+    }
+    assert!(!entries.last().unwrap().lossy_name);
 }
 
 #[test_case(false ; "local")]
@@ -529,15 +538,15 @@ async fn copy_error_messages_are_exact(remote: bool) {
     env.mkfile("dir/file", b"f");
     env.mkfifo("fifo");
     assert_eq!(
-        capfs::COPY_DIRECTORY_NEEDS_RECURSIVE,
+        capfs::error::COPY_DIRECTORY_NEEDS_RECURSIVE,
         "fs/copy requires recursive: true when sourcePath is a directory"
     );
     assert_eq!(
-        capfs::COPY_INTO_ITSELF,
+        capfs::error::COPY_INTO_ITSELF,
         "fs/copy cannot copy a directory to itself or one of its descendants"
     );
     assert_eq!(
-        capfs::COPY_UNSUPPORTED_TYPE,
+        capfs::error::COPY_UNSUPPORTED_TYPE,
         "fs/copy only supports regular files, directories, and symlinks"
     );
 
@@ -601,7 +610,7 @@ async fn copy_directory_into_itself_is_refused(remote: bool, source: &str, desti
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    assert_eq!(err.to_string(), capfs::COPY_INTO_ITSELF);
+    assert_eq!(err.to_string(), capfs::error::COPY_INTO_ITSELF);
     crate::common::assert_same_tree(&before, &crate::common::snapshot(env.ws.as_path()), "ws");
 }
 

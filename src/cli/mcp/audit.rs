@@ -2,15 +2,15 @@
 //! in the format and with the method names `capfs serve` writes (a server backend writes its
 //! own lines for the same calls).
 
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use async_trait::async_trait;
 use capfs::protocol::{
     CAPFS_WALK_METHOD, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
     FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, error_kind_name,
 };
-use capfs::server::{AuditLog, AuditRecord};
+use capfs::server::{AuditLog, AuditRecord, OUTCOME_OK};
 use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
@@ -18,6 +18,8 @@ use capfs::{
 
 /// The peer every line names.
 const PEER: &str = "mcp";
+/// Longest error message copied into a line, as `serve` cuts them.
+const MAX_ERROR_CHARS: usize = 200;
 
 /// An [`ExecutorFileSystem`] that writes an audit line for each call it passes on.
 pub(crate) struct Audited<F> {
@@ -35,20 +37,27 @@ impl<F> Audited<F> {
         bytes: u64,
     ) {
         let paths: Vec<String> = paths.iter().map(ToString::to_string).collect();
-        let reply = match result {
-            Ok(_) => Ok(serde_json::Value::Null),
-            Err(e) => Err(ErrorObject::from_io(e)),
+        let (outcome, code, error) = match result {
+            Ok(_) => (OUTCOME_OK, None, None),
+            Err(e) => {
+                let reply = ErrorObject::from_io(e);
+                let message: String = reply.message.chars().take(MAX_ERROR_CHARS).collect();
+                (error_kind_name(e.kind()), Some(reply.code), Some(message))
+            }
         };
-        let bytes = if result.is_ok() { bytes } else { 0 };
-        self.log.record(&AuditRecord::new(
-            1,
-            PEER,
+        self.log.record(&AuditRecord {
+            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            connection: 1,
+            peer: PEER,
             method,
-            &paths,
-            &reply,
-            bytes,
-            started.elapsed(),
-        ));
+            paths: &paths,
+            outcome,
+            denied: outcome == error_kind_name(std::io::ErrorKind::PermissionDenied),
+            code,
+            error,
+            bytes: if result.is_ok() { bytes } else { 0 },
+            micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        });
     }
 }
 

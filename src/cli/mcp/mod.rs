@@ -28,16 +28,34 @@ pub(crate) use audit::Audited;
 /// The default largest file the read tools return: 64 MiB.
 const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// Arguments of `capfs mcp` besides the shared `--root`, `--read-only`, `--remote` and
-/// `--remote-command`.
+/// Arguments of `capfs mcp`.
 #[derive(Args)]
 pub(crate) struct McpArgs {
     /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`); with
-    /// `--remote`/`--remote-command`, the server's directories the tools may name.
+    /// --remote/--remote-command, the server's directories the tools may name (default: all
+    /// the server's roots).
     #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Append one JSON line per file system call to FILE (`-` for stderr), as `serve` does.
+    /// A read-write sandbox root (repeatable), as a DIR argument.
+    #[arg(long, value_name = "DIR")]
+    pub root: Vec<PathBuf>,
+    /// A read-only sandbox root (repeatable): the mutating tools refuse it.
+    #[arg(long = "read-only", value_name = "DIR")]
+    pub read_only: Vec<PathBuf>,
+    /// Serve the tools on the files of a capfs server (ws://HOST:PORT or wss://HOST:PORT).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["root", "read_only", "remote_command"])]
+    pub remote: Option<String>,
+    /// Serve the tools on the files of a capfs server reached through a command (run with
+    /// `sh -c`), such as "ssh host capfs serve --listen stdio --root /srv/ws".
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["root", "read_only"])]
+    pub remote_command: Option<String>,
+    /// A file holding the bearer token for --remote (else the CAPFS_TOKEN environment
+    /// variable).
     #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Append one JSON line per file system call to FILE (`-` for stderr), as `serve` does
+    /// (local roots; a server writes its own).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["remote", "remote_command"])]
     pub audit_log: Option<PathBuf>,
     /// Largest file a read tool returns, in bytes (local roots; a server applies its own).
     /// Lower than `serve`'s default: a reply carries the whole file as JSON text, base64 for
@@ -213,26 +231,61 @@ pub(crate) async fn serve(server: McpServer) -> io::Result<()> {
     Ok(())
 }
 
-/// Where `capfs mcp` finds its files: the shared target flags of the command line.
-pub(crate) struct Target {
-    pub roots: Vec<PathBuf>,
-    pub read_only: Vec<PathBuf>,
-    pub remote: Option<String>,
-    pub remote_command: Option<String>,
-    pub token: Option<String>,
-}
-
 fn invalid(message: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message.to_string())
 }
 
-fn declared(dirs: &[PathBuf], read_only: bool) -> io::Result<Vec<Allowed>> {
+fn read_token(file: Option<&std::path::Path>) -> io::Result<Option<String>> {
+    let token = match file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?,
+        ),
+        None => std::env::var("CAPFS_TOKEN").ok(),
+    };
+    match token.map(|t| t.trim().to_string()) {
+        Some(t) if t.is_empty() => Err(invalid("the token is empty")),
+        other => Ok(other),
+    }
+}
+
+/// The directories of a server backend: those named on the command line (each inside one of
+/// the server's roots, with its access), or all the server's roots.
+fn remote_allowed(dirs: &[PathBuf], remote: &capfs::RemoteFileSystem) -> io::Result<Vec<Allowed>> {
+    let roots: Vec<Allowed> = remote
+        .roots()
+        .iter()
+        .map(|r| Allowed {
+            path: r.path.clone(),
+            read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
+        })
+        .collect();
+    if dirs.is_empty() {
+        if roots.is_empty() {
+            return Err(invalid(
+                "the server names no roots: give the directories the tools may use, capfs mcp --remote URL DIR...",
+            ));
+        }
+        return Ok(roots);
+    }
     dirs.iter()
         .map(|d| {
-            Ok(Allowed {
-                path: AbsolutePathBuf::new(d)?,
-                read_only,
-            })
+            let path = AbsolutePathBuf::new(d)?;
+            if roots.is_empty() {
+                return Ok(Allowed {
+                    path,
+                    read_only: false,
+                });
+            }
+            match containing(&roots, &path) {
+                Some(root) => Ok(Allowed {
+                    read_only: root.read_only,
+                    path,
+                }),
+                None => Err(invalid(&format!(
+                    "{path}: not inside any of the server's roots"
+                ))),
+            }
         })
         .collect()
 }
@@ -243,15 +296,15 @@ fn declared(dirs: &[PathBuf], read_only: bool) -> io::Result<Vec<Allowed>> {
 ///
 /// Bad arguments, an unreachable server, a sandbox root that cannot be opened, a failed
 /// transport.
-pub(crate) async fn run(args: McpArgs, target: Target) -> io::Result<()> {
-    let remote = if let Some(command) = &target.remote_command {
+pub(crate) async fn run(args: McpArgs) -> io::Result<()> {
+    let remote = if let Some(command) = &args.remote_command {
         Some(
             capfs::RemoteFileSystem::connect_command(command, capfs::RemoteOptions::default())
                 .await?,
         )
-    } else if let Some(url) = &target.remote {
+    } else if let Some(url) = &args.remote {
         let options = capfs::RemoteOptions {
-            token: target.token.clone(),
+            token: read_token(args.token_file.as_deref())?,
             ..capfs::RemoteOptions::default()
         };
         Some(capfs::RemoteFileSystem::connect(url, options).await?)
@@ -260,24 +313,15 @@ pub(crate) async fn run(args: McpArgs, target: Target) -> io::Result<()> {
     };
     let (fs, allowed): (Arc<dyn ExecutorFileSystem>, Vec<Allowed>) = match remote {
         Some(remote) => {
-            if args.dirs.is_empty() {
-                return Err(invalid(
-                    "with --remote or --remote-command, name the server's directories the tools may use: capfs mcp --remote URL DIR...",
-                ));
-            }
-            if args.audit_log.is_some() {
-                return Err(invalid(
-                    "--audit-log is for local roots: a server writes its own audit log",
-                ));
-            }
-            (Arc::new(remote), declared(&args.dirs, false)?)
+            let allowed = remote_allowed(&args.dirs, &remote)?;
+            (Arc::new(remote), allowed)
         }
         None => {
             let mut sandbox = capfs::Sandbox::new();
-            for dir in args.dirs.iter().chain(&target.roots) {
+            for dir in args.dirs.iter().chain(&args.root) {
                 sandbox = sandbox.with_root(dir, capfs::Access::ReadWrite)?;
             }
-            for dir in &target.read_only {
+            for dir in &args.read_only {
                 sandbox = sandbox.with_root(dir, capfs::Access::ReadOnly)?;
             }
             if sandbox.roots().is_empty() {
