@@ -141,6 +141,23 @@ describe("every tool through the SDK client", () => {
   });
 });
 
+test("without directories, --remote serves the server's announced roots with their access", async () => {
+  const ws = tempDir("announced");
+  const ro = tempDir("announced-ro");
+  fs.writeFileSync(path.join(ro, "keep.txt"), "keep\n");
+  const server = await startServer([ws], ["--read-only", ro]);
+  const { client, close } = await connect(CAPFS, ["mcp", "--remote", server.url]);
+  try {
+    assert.equal((await call(client, "list_allowed_directories")).text, `Allowed directories:\n${ws}\n${ro} (read-only)`);
+    const r = await call(client, "write_file", { path: path.join(ro, "keep.txt"), content: "changed" });
+    assert.ok(r.isError);
+    assert.match(r.text, /is read-only/);
+    assert.ok(!(await call(client, "write_file", { path: path.join(ws, "ok.txt"), content: "ok" })).isError);
+  } finally { await close(); await server.stop(); }
+  assert.equal(fs.readFileSync(path.join(ro, "keep.txt"), "utf8"), "keep\n");
+  assert.equal(fs.readFileSync(path.join(ws, "ok.txt"), "utf8"), "ok");
+});
+
 describe("local behaviour", () => {
   test("--audit-log writes one line per file system call, as serve does", async () => {
     const ws = tempDir("audit-local");
