@@ -141,8 +141,8 @@ impl Default for WalkOptions {
 /// special files are listed, never opened).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WalkEntry {
-    /// The path relative to the start directory, names joined by `/` (non-UTF-8 bytes
-    /// replaced by U+FFFD).
+    /// The path relative to the start directory, names joined by `/`. Entries whose names are
+    /// not UTF-8 are left out of walks, with everything below them.
     pub path: String,
     /// The entry is a directory.
     pub is_directory: bool,
@@ -239,6 +239,9 @@ pub(crate) async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
             stack.pop();
             continue;
         };
+        if entry.lossy_name {
+            continue;
+        }
         let rel = walk_child(prefix, &entry.file_name);
         if filter.excludes(&rel) {
             continue;

@@ -71,7 +71,13 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
             stack.pop();
             continue;
         };
-        let rel = walk_child(prefix, &entry.name.to_string_lossy());
+        // A name that is not UTF-8 has no faithful text form: its lossy rendering would name
+        // another entry or none, so it is left out (with what is below it), as remote listings
+        // leave such names out.
+        let Some(name) = entry.name.to_str() else {
+            continue;
+        };
+        let rel = walk_child(prefix, name);
         if filter.excludes(&rel) {
             continue;
         }

@@ -356,3 +356,26 @@ async fn the_default_walk_answers_like_the_local_walk() {
         assert_eq!(default, local, "{options:?}");
     }
 }
+
+/// Names that are not UTF-8 have no faithful text form: walks leave them out, with what is
+/// below them, on both backends and in the default walk.
+#[test_case(false ; "local")]
+#[test_case(true ; "remote")]
+#[tokio::test]
+async fn walks_leave_out_names_that_are_not_utf8(remote: bool) {
+    use std::os::unix::ffi::OsStrExt;
+    let env = env(remote).await;
+    env.mkfile("t/plain.txt", b"");
+    let t = env.ws_host("t");
+    std::fs::write(t.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")), b"").unwrap();
+    let bad_dir = t.join(std::ffi::OsStr::from_bytes(b"dir\xff"));
+    std::fs::create_dir(&bad_dir).unwrap();
+    std::fs::write(bad_dir.join("inside.txt"), b"").unwrap();
+    let walk = env.fs.walk(&env.p("t"), &all()).await.unwrap();
+    assert_eq!(paths(&walk), ["plain.txt"]);
+    let default = DefaultWalk(Arc::clone(&env.fs))
+        .walk(&env.p("t"), &all())
+        .await
+        .unwrap();
+    assert_eq!(default, walk);
+}

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::{Allowed, containing, text};
 use capfs::{
-    AbsolutePathBuf, CreateDirectoryOptions, ExecutorFileSystem, RenameOptions, WalkOptions,
+    AbsolutePathBuf, CreateDirectoryOptions, ExecutorFileSystem, ReadDirectoryEntry, RenameOptions,
+    WalkOptions,
 };
 
 /// Deepest directory level `search_files` and `directory_tree` list.
@@ -259,32 +260,27 @@ impl Tools<'_> {
         let data = self.fs.read_file(&path).await.map_err(io_text)?;
         let mime = mime_type(&a.path);
         let data = STANDARD.encode(&data);
-        let item = if mime.starts_with("image/") || mime.starts_with("audio/") {
-            let kind = if mime.starts_with("image/") {
-                "image"
+        let kind = mime.split('/').next().unwrap_or_default();
+        let (block, item) = if kind == "image" || kind == "audio" {
+            let item = json!({ "type": kind, "data": data, "mimeType": mime });
+            let block = if kind == "image" {
+                ContentBlock::image(data, mime)
             } else {
-                "audio"
+                ContentBlock::audio(data, mime)
             };
-            json!({ "type": kind, "data": data, "mimeType": mime })
+            (block, item)
         } else {
-            json!({ "type": "resource", "resource": {
-                "uri": text::file_url(&path.to_string_lossy()),
-                "mimeType": mime,
-                "blob": data,
-            } })
-        };
-        let block = match item["type"].as_str() {
-            Some("image") => ContentBlock::image(data_of(&item), mime),
-            Some("audio") => ContentBlock::audio(data_of(&item), mime),
-            _ => ContentBlock::resource(ResourceContents::BlobResourceContents {
-                uri: text::file_url(&path.to_string_lossy()),
+            let uri = text::file_url(&path.to_string_lossy());
+            let item = json!({ "type": "resource", "resource": {
+                "uri": uri, "mimeType": mime, "blob": data,
+            } });
+            let block = ContentBlock::resource(ResourceContents::BlobResourceContents {
+                uri,
                 mime_type: Some(mime.to_string()),
-                blob: item["resource"]["blob"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
+                blob: data,
                 meta: None,
-            }),
+            });
+            (block, item)
         };
         Ok(Output::Blocks {
             blocks: vec![block],
@@ -361,7 +357,7 @@ impl Tools<'_> {
 
     async fn list(&self, a: PathArgs) -> ToolResult {
         let path = self.resolve(&a.path)?;
-        let entries = self.fs.read_directory(&path).await.map_err(io_text)?;
+        let entries = listable(self.fs.read_directory(&path).await.map_err(io_text)?);
         let lines: Vec<String> = entries
             .iter()
             .map(|e| {
@@ -374,7 +370,7 @@ impl Tools<'_> {
 
     async fn list_with_sizes(&self, a: SizesArgs) -> ToolResult {
         let path = self.resolve(&a.path)?;
-        let entries = self.fs.read_directory(&path).await.map_err(io_text)?;
+        let entries = listable(self.fs.read_directory(&path).await.map_err(io_text)?);
         // Sizes of what the entries name, following links only inside the root: a link out
         // of it reports 0, like an entry that vanished.
         let sizes = join_all(entries.iter().map(|e| async {
@@ -519,8 +515,10 @@ impl Tools<'_> {
     }
 }
 
-fn data_of(item: &Value) -> String {
-    item["data"].as_str().unwrap_or_default().to_string()
+/// The entries a listing shows: those whose names are UTF-8. A lossy rendering of another name
+/// would name a different entry or none (remote listings leave them out too).
+fn listable(entries: Vec<ReadDirectoryEntry>) -> Vec<ReadDirectoryEntry> {
+    entries.into_iter().filter(|e| !e.lossy_name).collect()
 }
 
 fn truncation_note(options: &WalkOptions) -> String {
