@@ -1,4 +1,8 @@
 //! Every error capfs builds itself, one constructor each, with a fixed message.
+//!
+//! Errors are plain `std::io::Error`s: callers match on their `io::ErrorKind`. The messages of
+//! the copy refusals are fixed strings shared with the codex exec-server, public here so that
+//! callers and tests can compare them.
 
 use std::io::{self, ErrorKind};
 
@@ -60,6 +64,13 @@ pub(crate) fn not_regular_file(path: &AbsolutePathBuf) -> io::Error {
 
 pub(crate) fn is_a_directory(path: &AbsolutePathBuf) -> io::Error {
     io::Error::new(ErrorKind::IsADirectory, format!("{path}: is a directory"))
+}
+
+pub(crate) fn unsupported(path: &AbsolutePathBuf, what: &str) -> io::Error {
+    io::Error::new(
+        ErrorKind::Unsupported,
+        format!("{path}: this file system does not support {what}"),
+    )
 }
 
 pub(crate) fn fixed(kind: ErrorKind, message: &'static str) -> io::Error {

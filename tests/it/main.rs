@@ -15,7 +15,8 @@
 //! - `protocol`: the wire protocol spoken by hand against the real `capfs serve`;
 //! - `streaming`: the data-frame extension, large files, bounded memory;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
-//! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once.
+//! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
+//! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -24,6 +25,7 @@ mod common;
 mod serve;
 
 mod cap_std_gaps;
+mod cli;
 mod copies;
 mod faults;
 mod fuzz_regressions;
