@@ -8,6 +8,7 @@ use cap_std::fs::Dir;
 
 use super::{Inner, resolve, walk};
 use crate::error::with_path;
+use crate::sandbox::Root;
 use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(
@@ -17,7 +18,6 @@ pub(crate) fn create_directory(
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
-    let dir = resolved.root.dir();
     if resolved.is_root() {
         return if options.recursive {
             Ok(())
@@ -51,7 +51,7 @@ pub(crate) fn create_directory(
             // An existing name on the way is entered (or refused) by the next `open_parent`; the
             // last one must be a directory.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                if i + 1 == count && !dir.is_dir(&prefix) {
+                if i + 1 == count && !is_directory_following_links(resolved.root, &prefix) {
                     return Err(with_path(path, e));
                 }
             }
@@ -59,6 +59,12 @@ pub(crate) fn create_directory(
         }
     }
     Ok(())
+}
+
+/// True when `rel` is a directory once its symlinks are followed (absolute ones included, while
+/// they stay inside `root`), as `get_metadata` would report it.
+fn is_directory_following_links(root: &Root, rel: &Path) -> bool {
+    resolve::follow(root, rel, true, |p| root.dir().metadata(p)).is_ok_and(|m| m.is_dir())
 }
 
 pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<FileMetadata> {
@@ -82,6 +88,7 @@ pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Fil
         size: metadata.len(),
         created_at_ms: metadata.created().map_or(0, |t| millis(t.into_std())),
         modified_at_ms: metadata.modified().map_or(0, |t| millis(t.into_std())),
+        mode: cap_std::fs::PermissionsExt::mode(&metadata.permissions()) & 0o7777,
     })
 }
 
@@ -117,4 +124,36 @@ pub(crate) fn read_directory(
         });
     }
     Ok(entries)
+}
+
+pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBuf> {
+    let resolved = fs.sandbox.resolve(path)?;
+    if resolved.is_root() {
+        return Err(with_path(
+            path,
+            io::Error::from(io::ErrorKind::InvalidInput),
+        ));
+    }
+    let (parent_rel, name) = walk::split(&resolved.rel);
+    let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
+    parent
+        .read_link_contents(name)
+        .map_err(|e| with_path(path, e))
+}
+
+pub(crate) fn create_symlink(fs: &Inner, path: &AbsolutePathBuf, target: &Path) -> io::Result<()> {
+    let resolved = fs.sandbox.resolve(path)?;
+    resolved.require_writable(path)?;
+    if resolved.is_root() {
+        return Err(with_path(
+            path,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
+    }
+    let (parent_rel, name) = walk::split(&resolved.rel);
+    let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
+    walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
+    parent
+        .symlink_contents(target, name)
+        .map_err(|e| with_path(path, e))
 }

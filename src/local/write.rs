@@ -5,17 +5,24 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use cap_std::fs::{Dir, File, Metadata, Permissions};
+use std::os::unix::fs::PermissionsExt as _;
+
+use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
 use super::walk::{self, MAX_SYMLINK_HOPS};
 use super::{Inner, resolve};
-use crate::AbsolutePathBuf;
 use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
+use crate::{AbsolutePathBuf, WriteOptions};
+
+/// The permission bits a written or copied file may get: read, write and execute only.
+const PLAIN_MODE_BITS: u32 = 0o777;
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
-    write_with(fs, path, |file| file.write_all(contents))
+    write_with(fs, path, WriteOptions::default(), |file| {
+        file.write_all(contents)
+    })
 }
 
 /// Writes exactly `size` bytes taken from `next_chunk` (`None` ends the stream early), then
@@ -24,9 +31,10 @@ pub(crate) fn write_stream(
     fs: &Inner,
     path: &AbsolutePathBuf,
     size: u64,
+    options: WriteOptions,
     mut next_chunk: impl FnMut() -> Option<bytes::Bytes>,
 ) -> io::Result<()> {
-    write_with(fs, path, |file| {
+    write_with(fs, path, options, |file| {
         let mut written = 0u64;
         while written < size {
             let chunk = next_chunk().ok_or_else(|| {
@@ -48,18 +56,50 @@ pub(crate) fn write_stream(
     })
 }
 
+/// Sets a file's modification time to `ms` milliseconds after the Unix epoch (its access time
+/// is left alone).
+fn set_modified_ms(file: &File, ms: i64) -> io::Result<()> {
+    let modified = rustix::fs::Timespec {
+        tv_sec: ms.div_euclid(1000),
+        tv_nsec: ms.rem_euclid(1000) * 1_000_000,
+    };
+    let omit = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_OMIT,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: omit,
+        last_modification: modified,
+    };
+    rustix::fs::futimens(file, &times).map_err(io::Error::from)
+}
+
 /// Resolves the write target of `path` and replaces it with what `fill` writes.
 fn write_with(
     fs: &Inner,
     path: &AbsolutePathBuf,
+    options: WriteOptions,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
     walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
-    let permissions = target.existing_file_permissions(path)?;
-    replace_file(&target.parent, &target.name, permissions, fill).map_err(|e| with_path(path, e))
+    let mut permissions = target.existing_file_permissions(path)?;
+    if let Some(mode) = options.mode {
+        // Never setuid, setgid or sticky, whatever the client asks.
+        permissions = Some(Permissions::from_std(std::fs::Permissions::from_mode(
+            mode & PLAIN_MODE_BITS,
+        )));
+    }
+    replace_file(&target.parent, &target.name, permissions, |file| {
+        fill(file)?;
+        if let Some(ms) = options.modified_at_ms {
+            set_modified_ms(file, ms)?;
+        }
+        Ok(())
+    })
+    .map_err(|e| with_path(path, e))
 }
 
 /// Where a write lands: a directory handle and a name in it, after following symlinks.
@@ -71,8 +111,10 @@ pub(crate) struct WriteTarget {
 }
 
 impl WriteTarget {
-    /// Follows a symlink at the final name to its target while that stays inside the root. An
-    /// absolute link text, or one that climbs above the root, is an escape.
+    /// Follows a symlink at the final name to its target while that stays inside the root: a
+    /// relative text is joined to the link's directory, an absolute one is followed when it
+    /// names a place under the root's path. A text that climbs above the root, or an absolute
+    /// one under no part of it, is an escape.
     pub(crate) fn resolve(resolved: &Resolved<'_>, path: &AbsolutePathBuf) -> io::Result<Self> {
         if resolved.is_root() {
             return Err(error::is_a_directory(path));
@@ -145,7 +187,13 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
 /// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
-/// has no name until the rename (O_TMPFILE), so a crash leaves nothing behind.
+/// has no name while it is filled (O_TMPFILE); Linux cannot rename an unnamed file over
+/// another, so it is linked under a random name just before the rename, and a crash in that
+/// instant leaves a whole copy under that name (never a partial file at `name`).
+///
+/// `permissions` are applied without their setuid, setgid and sticky bits, as the kernel drops
+/// setuid and setgid when another user writes a file: a copy or rewrite of a privileged program
+/// never hands out a new privileged program.
 pub(crate) fn replace_file(
     parent: &Dir,
     name: &OsStr,
@@ -155,7 +203,10 @@ pub(crate) fn replace_file(
     let mut temp = TempFile::new(parent)?;
     fill(temp.as_file_mut())?;
     if let Some(permissions) = permissions {
-        temp.as_file().set_permissions(permissions)?;
+        let plain = Permissions::from_std(std::fs::Permissions::from_mode(
+            permissions.mode() & PLAIN_MODE_BITS,
+        ));
+        temp.as_file().set_permissions(plain)?;
     }
     temp.replace(name)
 }

@@ -18,8 +18,10 @@ use super::connect::{RemoteOptions, timed_out};
 use super::stream::MAX_UPLOADS;
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
-    InitializeResponse, Message, Notification, RequestId, data_frame_stream,
+    InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RequestId, RootDescription,
+    data_frame_stream,
 };
+use crate::{AbsolutePathBuf, WriteOptions};
 
 /// A reply as it arrived: the whole message, which its caller decodes straight into the type
 /// it expects (no `serde_json::Value` in between).
@@ -41,8 +43,29 @@ pub(super) struct Client {
     pub(super) next_id: AtomicI64,
     pub(super) reader: JoinHandle<()>,
     pub(super) data_frames: bool,
-    /// The command carrying the connection, killed when the client goes away.
-    _command: Option<tokio::process::Child>,
+    /// The server announced capfs's extensions (optional params are sent only then).
+    pub(super) capfs: bool,
+    /// The roots the server announced.
+    pub(super) roots: Vec<RootDescription>,
+    /// The command carrying the connection, its process group killed when the client goes
+    /// away.
+    _command: Option<CommandGroup>,
+}
+
+/// A command run in its own process group; dropping it kills the whole group.
+#[derive(Debug)]
+pub(super) struct CommandGroup(pub(super) tokio::process::Child);
+
+impl Drop for CommandGroup {
+    fn drop(&mut self) {
+        let group = self
+            .0
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
 }
 
 impl Drop for Client {
@@ -63,7 +86,7 @@ impl Client {
     pub(super) async fn start<S>(
         ws: tokio_tungstenite::WebSocketStream<S>,
         options: &RemoteOptions,
-        command: Option<tokio::process::Child>,
+        command: Option<CommandGroup>,
     ) -> io::Result<Self>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -86,6 +109,8 @@ impl Client {
             next_id: AtomicI64::new(1),
             reader,
             data_frames: false,
+            capfs: false,
+            roots: Vec::new(),
             _command: command,
         };
         let params = InitializeParams {
@@ -97,7 +122,9 @@ impl Client {
         )
         .await
         .map_err(|_| timed_out("initialize", options.connect_timeout))??;
-        client.data_frames = initialized.capfs.is_some_and(|c| c.data_frames);
+        client.data_frames = initialized.capfs.as_ref().is_some_and(|c| c.data_frames);
+        client.capfs = initialized.capfs.is_some();
+        client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
         client.notify(INITIALIZED_METHOD).await?;
         Ok(client)
     }
@@ -116,8 +143,58 @@ impl Client {
         method: &str,
         params: impl Serialize,
     ) -> io::Result<T> {
+        let started = std::time::Instant::now();
         let reply = self.start_call(method, params).await?;
-        finish(method, reply.await)
+        let result = finish(method, reply.await);
+        tracing::debug!(
+            method,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            ok = result.is_ok(),
+            "call"
+        );
+        result
+    }
+
+    /// `options` as they may be sent: none of them to a server that did not announce capfs,
+    /// which would not expect the params.
+    pub(super) fn capfs_options(&self, options: WriteOptions) -> WriteOptions {
+        if self.capfs {
+            options
+        } else {
+            WriteOptions::default()
+        }
+    }
+
+    /// A call of a capfs extension: `Unsupported` without asking when the server did not
+    /// announce capfs, and when it does not know the method.
+    pub(super) async fn capfs_call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        path: &AbsolutePathBuf,
+        what: &str,
+    ) -> io::Result<T> {
+        let unsupported = || {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{path}: the server does not support {what}"),
+            )
+        };
+        if !self.capfs {
+            return Err(unsupported());
+        }
+        let started = std::time::Instant::now();
+        let reply = self.start_call(method, params).await?.await;
+        tracing::debug!(
+            method,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "call"
+        );
+        let reply = reply.map_err(|_| connection_lost())?;
+        if error_code(&reply) == Some(METHOD_NOT_FOUND) {
+            return Err(unsupported());
+        }
+        finish(method, Ok(reply))
     }
 
     /// Sends a request and returns the receiver of its reply.
@@ -280,6 +357,22 @@ pub(super) fn finish<T: DeserializeOwned>(
         } => Ok(result),
         Answer { .. } => Err(unexpected(&"neither a result nor an error")),
     }
+}
+
+/// The code of an error reply; `None` for a result.
+fn error_code(reply: &[u8]) -> Option<i64> {
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    #[derive(Deserialize)]
+    struct Coded {
+        error: Option<Code>,
+    }
+    serde_json::from_slice::<Coded>(reply)
+        .ok()
+        .and_then(|c| c.error)
+        .map(|e| e.code)
 }
 
 /// The empty result of mutating methods; any object is accepted.

@@ -4,15 +4,13 @@
 //! nothing named `new` appeared outside, and, when the operation fails, that the roots are
 //! unchanged too (a refused operation has no side effects).
 
-mod common;
-
 use std::io::ErrorKind::{
     self, AlreadyExists, InvalidInput, IsADirectory, NotADirectory, NotFound, PermissionDenied,
 };
 use std::path::PathBuf;
 
+use crate::common::{TestEnv, assert_same_tree, env, is_loop, snapshot};
 use capfs::{CopyOptions, CreateDirectoryOptions, RemoveOptions, RenameOptions};
-use common::{TestEnv, assert_same_tree, env, is_loop, snapshot};
 use test_case::test_case;
 
 /// The tree planted in `ws/` before the operation (on top of `ws/f`, `ws/sub/file` and
@@ -215,7 +213,7 @@ async fn run(env: &TestEnv, op: Op<'_>) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
-fn roots_snapshot(env: &TestEnv) -> Vec<std::collections::BTreeMap<PathBuf, common::Entry>> {
+fn roots_snapshot(env: &TestEnv) -> Vec<std::collections::BTreeMap<PathBuf, crate::common::Entry>> {
     ["ws", "ws2", "ro"]
         .iter()
         .map(|r| snapshot(&env.host(r)))

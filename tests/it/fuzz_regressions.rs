@@ -1,16 +1,14 @@
 //! Regression tests for findings of the property tests and fuzz targets, one per finding, each
 //! on both backends.
 
-mod serve;
-
 use std::io::ErrorKind;
 use std::path::Path;
 
+use crate::serve::ServerProcess;
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
     LocalFileSystem, RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
 };
-use serve::ServerProcess;
 
 /// `ws/` read-write with `ws/ro/` a read-only root nested in it, and `ws/link -> ro`.
 fn nested_read_only_tree() -> (tempfile::TempDir, std::path::PathBuf) {

@@ -2,8 +2,6 @@
 //! many clients at once with the server's memory watched, and the connection limit under 500
 //! idle connections. Every wait is bounded; nothing sleeps to synchronise.
 
-mod serve;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::path::Path;
@@ -15,12 +13,12 @@ use futures_util::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
 use capfs::protocol::{DATA_CHUNK_BYTES, data_frame_header};
 use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoteFileSystem,
     RemoteOptions, RemoveOptions, RenameOptions,
 };
-use serve::{RawPeer, ServerProcess, WAIT, workspace};
 
 fn abs(p: &Path) -> AbsolutePathBuf {
     AbsolutePathBuf::new(p).unwrap()
@@ -452,7 +450,7 @@ async fn concurrent_clients_see_no_errors_and_server_memory_stays_flat() {
 
 /// The full-size run (64 clients × 1,000 operations × 3 rounds); `.ci/run` runs it in release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "full size: run with cargo test --release --test faults -- --ignored"]
+#[ignore = "full size: run with cargo test --release --test it -- --ignored faults::"]
 async fn sixty_four_clients_times_a_thousand_operations() {
     rounds_of_mixed_clients(64, 1_000).await;
 }

@@ -1,7 +1,5 @@
-//! Behaviour and error kinds of every operation (DESIGN §4) on ordinary, non-hostile trees, and
-//! the generated-image artifact helpers written through the trait.
-
-mod common;
+//! Behaviour and error kinds of every operation (docs/DESIGN.md §2) on ordinary, non-hostile trees,
+//! and the generated-image artifact helpers written through the trait.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -9,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::common::{SECRET, env, err_kind};
 use capfs::artifact::{image_generation_artifact_path, save_image_generation_result};
 use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ReadDirectoryEntry, RemoveOptions,
     RenameOptions,
 };
-use common::{SECRET, env, err_kind};
 use test_case::test_case;
 
 const RECURSIVE: CopyOptions = CopyOptions { recursive: true };
@@ -531,15 +529,15 @@ async fn copy_error_messages_are_exact(remote: bool) {
     env.mkfile("dir/file", b"f");
     env.mkfifo("fifo");
     assert_eq!(
-        capfs::COPY_DIRECTORY_NEEDS_RECURSIVE,
+        capfs::error::COPY_DIRECTORY_NEEDS_RECURSIVE,
         "fs/copy requires recursive: true when sourcePath is a directory"
     );
     assert_eq!(
-        capfs::COPY_INTO_ITSELF,
+        capfs::error::COPY_INTO_ITSELF,
         "fs/copy cannot copy a directory to itself or one of its descendants"
     );
     assert_eq!(
-        capfs::COPY_UNSUPPORTED_TYPE,
+        capfs::error::COPY_UNSUPPORTED_TYPE,
         "fs/copy only supports regular files, directories, and symlinks"
     );
 
@@ -596,15 +594,15 @@ async fn copy_directory_into_itself_is_refused(remote: bool, source: &str, desti
     env.symlink("alias", "a");
     env.symlink("alias_b", "a/b");
     env.symlink("here", ".");
-    let before = common::snapshot(env.ws.as_path());
+    let before = crate::common::snapshot(env.ws.as_path());
     let err = env
         .fs
         .copy(&env.p(source), &env.p(destination), RECURSIVE)
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    assert_eq!(err.to_string(), capfs::COPY_INTO_ITSELF);
-    common::assert_same_tree(&before, &common::snapshot(env.ws.as_path()), "ws");
+    assert_eq!(err.to_string(), capfs::error::COPY_INTO_ITSELF);
+    crate::common::assert_same_tree(&before, &crate::common::snapshot(env.ws.as_path()), "ws");
 }
 
 #[test_case(false ; "local")]

@@ -1,7 +1,5 @@
 //! Operating capfs: the stdio transport and `--remote-command`, the audit log, `GET /readyz`.
 
-mod serve;
-
 use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::path::Path;
@@ -18,11 +16,11 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
+use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
 use capfs::{
     AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoteFileSystem, RemoteOptions,
     RemoveOptions, RenameOptions,
 };
-use serve::{RawPeer, ServerProcess, WAIT, workspace};
 
 const BIN: &str = env!("CARGO_BIN_EXE_capfs");
 
@@ -476,7 +474,7 @@ async fn the_cli_works_through_remote_command() {
         .unwrap();
     assert!(stat.status.success(), "{stat:?}");
     assert!(
-        String::from_utf8_lossy(&stat.stdout).contains("size: 6"),
+        String::from_utf8_lossy(&stat.stdout).contains("Size: 6 B (6 bytes)"),
         "{stat:?}"
     );
     assert_eq!(String::from_utf8_lossy(&stat.stderr), "");
@@ -484,7 +482,8 @@ async fn the_cli_works_through_remote_command() {
     assert!(!denied.status.success());
     let stderr = String::from_utf8_lossy(&denied.stderr);
     assert!(
-        stderr.contains("capfs: cat /etc/passwd:") && stderr.contains("outside every sandbox root"),
+        stderr.contains("capfs: cannot read '/etc/passwd':")
+            && stderr.contains("outside every sandbox root"),
         "{stderr}"
     );
 }

@@ -9,8 +9,7 @@
 // Each test binary uses a different subset of the helpers.
 #![allow(dead_code)]
 
-#[path = "../serve/mod.rs"]
-pub mod serve;
+use crate::serve;
 
 use std::collections::BTreeMap;
 use std::fs;

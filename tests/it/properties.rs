@@ -12,8 +12,6 @@
 //! `CAPFS_PROPTEST_CASES=N` runs every property N times. The cargo-fuzz targets under `fuzz/`
 //! explore the same oracles for longer.
 
-mod serve;
-
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::ErrorKind;
@@ -831,7 +829,7 @@ fn operation_plans_stay_confined_and_backends_agree() {
         OsStr::new("--read-only"),
         ro.as_os_str(),
     ];
-    let server = rt.block_on(serve::ServerProcess::start_with(&args, &[]));
+    let server = rt.block_on(crate::serve::ServerProcess::start_with(&args, &[]));
     let remote = rt
         .block_on(RemoteFileSystem::connect(
             &server.url,

@@ -3,16 +3,14 @@
 //! operation runs again and again. The outside canary tree must stay byte-for-byte unchanged, and
 //! no outside content may show up inside the sandbox.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::common::{CANARY, TestEnv, assert_no_outside_content, env};
 use capfs::{CopyOptions, RemoveOptions};
-use common::{CANARY, TestEnv, assert_no_outside_content, env};
 use rustix::fs::{CWD, RenameFlags};
 use test_case::test_case;
 

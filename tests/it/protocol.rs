@@ -1,7 +1,5 @@
 //! The wire protocol, spoken by hand over a raw WebSocket against the real `capfs serve`.
 
-mod serve;
-
 use std::io::ErrorKind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,8 +11,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
+use crate::serve::{RawPeer, ServerProcess, error_of, workspace};
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
-use serve::{RawPeer, ServerProcess, error_of, workspace};
 
 fn path_str(p: &std::path::Path) -> String {
     p.to_str().unwrap().to_string()
@@ -354,7 +352,7 @@ fn a_non_loopback_address_without_a_token_is_refused_at_start() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("capfs: listening on ws://0.0.0.0:0: refusing"),
+        stderr.contains("capfs: cannot listen on ws://0.0.0.0:0: refusing"),
         "{stderr}"
     );
 }
@@ -381,7 +379,7 @@ async fn an_oversized_message_is_refused_and_other_connections_carry_on() {
     )
     .await;
     use futures_util::StreamExt;
-    let closed = tokio::time::timeout(serve::WAIT, async {
+    let closed = tokio::time::timeout(crate::serve::WAIT, async {
         loop {
             match big.ws.next().await {
                 Some(Ok(WsMessage::Close(frame))) => return frame,
@@ -553,7 +551,7 @@ async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
         .find(|r| r["id"] == json!(1))
         .expect("the write was answered");
     assert_eq!(write["result"], json!({}), "{write}");
-    let status = tokio::time::timeout(serve::WAIT, server.child.wait())
+    let status = tokio::time::timeout(crate::serve::WAIT, server.child.wait())
         .await
         .expect("the server exited in time")
         .unwrap();

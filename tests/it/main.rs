@@ -1,0 +1,40 @@
+//! capfs's integration tests in one binary (one build and link instead of one per topic), a
+//! module per topic:
+//!
+//! - `semantics`: every row of the semantics table, on both backends;
+//! - `hostile`: hostile trees and paths, one table line each, with the outside canary checked;
+//! - `races`: attacker threads exchanging directories while operations run;
+//! - `root_races`: attacker threads exchanging names with sandbox roots while capfs renames and
+//!   removes beside them;
+//! - `copies`: what writes and copies hand out (no setuid, holes kept, identical contents);
+//! - `stat_paths`: special files looked at without being opened, links followed by `mkdir -p`,
+//!   escape messages, local-disk roots;
+//! - `cap_std_gaps`: the known gaps of cap-std that capfs covers itself;
+//! - `properties`: property tests of paths, roots and random operation plans;
+//! - `fuzz_regressions`: one test per finding of the fuzzers and property tests;
+//! - `protocol`: the wire protocol spoken by hand against the real `capfs serve`;
+//! - `streaming`: the data-frame extension, large files, bounded memory;
+//! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
+//! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
+//! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks.
+//!
+//! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
+//! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
+
+mod common;
+mod serve;
+
+mod cap_std_gaps;
+mod cli;
+mod copies;
+mod faults;
+mod fuzz_regressions;
+mod hostile;
+mod operating;
+mod properties;
+mod protocol;
+mod races;
+mod root_races;
+mod semantics;
+mod stat_paths;
+mod streaming;
