@@ -187,3 +187,15 @@ pub(crate) fn reply_too_large(path: &AbsolutePathBuf, limit: usize, method: &str
         ),
     )
 }
+
+pub(crate) fn invalid_glob(pattern: &str, err: &globset::Error) -> io::Error {
+    let reason = match err.kind() {
+        globset::ErrorKind::UnclosedClass => "unclosed character class".to_string(),
+        globset::ErrorKind::UnclosedAlternates => "unclosed alternates".to_string(),
+        other => other.to_string().to_lowercase(),
+    };
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("{pattern}: invalid glob: {reason}"),
+    )
+}

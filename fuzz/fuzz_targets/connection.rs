@@ -233,10 +233,14 @@ fuzz_target!(|data: &[u8]| {
                             }
                         }
                         WsMessage::Binary(bytes) => {
-                            let stream_id = data_frame_stream(&bytes)
-                                .unwrap_or_else(|| panic!("binary frame {bytes:?} is no data frame"));
+                            let stream_id = data_frame_stream(&bytes).unwrap_or_else(|| {
+                                panic!("binary frame {bytes:?} is no data frame")
+                            });
                             assert!(bytes.len() >= DATA_FRAME_HEADER_LEN);
-                            assert!(reads.contains(&stream_id), "frames of unread stream {stream_id}");
+                            assert!(
+                                reads.contains(&stream_id),
+                                "frames of unread stream {stream_id}"
+                            );
                         }
                         _ => {}
                     }
@@ -250,5 +254,9 @@ fuzz_target!(|data: &[u8]| {
             .expect("the connection answered and closed in time");
         served.expect("serve_byte_stream");
     });
-    assert_eq!(outside_state(&fixture.outside), outside_before, "outside changed");
+    assert_eq!(
+        outside_state(&fixture.outside),
+        outside_before,
+        "outside changed"
+    );
 });

@@ -213,6 +213,7 @@ impl Session {
                 max_message_bytes: self.max_message_bytes as u64,
                 data_frames: true,
                 read_limit: self.read_limit,
+                walk: true,
                 roots: self.roots.clone(),
             }),
         };
