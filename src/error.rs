@@ -66,6 +66,13 @@ pub(crate) fn is_a_directory(path: &AbsolutePathBuf) -> io::Error {
     io::Error::new(ErrorKind::IsADirectory, format!("{path}: is a directory"))
 }
 
+pub(crate) fn unsupported(path: &AbsolutePathBuf, what: &str) -> io::Error {
+    io::Error::new(
+        ErrorKind::Unsupported,
+        format!("{path}: this file system does not support {what}"),
+    )
+}
+
 pub(crate) fn fixed(kind: ErrorKind, message: &'static str) -> io::Error {
     io::Error::new(kind, message)
 }

@@ -2,6 +2,8 @@
 
 use async_trait::async_trait;
 
+use std::path::PathBuf;
+
 use crate::AbsolutePathBuf;
 
 /// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
@@ -53,6 +55,16 @@ pub struct RenameOptions {
     pub overwrite: bool,
 }
 
+/// How a written file ends up on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Permission bits to give the file (at most 0o777: setuid, setgid and sticky are never
+    /// applied). None: an existing file keeps its bits, a new one gets the default.
+    pub mode: Option<u32>,
+    /// Modification time in ms since the Unix epoch. None: the time of the write.
+    pub modified_at_ms: Option<i64>,
+}
+
 /// What [`ExecutorFileSystem::get_metadata`] reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileMetadata {
@@ -68,6 +80,8 @@ pub struct FileMetadata {
     pub created_at_ms: i64,
     /// Modification time in milliseconds since the Unix epoch, 0 when unknown.
     pub modified_at_ms: i64,
+    /// Permission bits of the resolved file (`0o7777` at most), 0 when unknown.
+    pub mode: u32,
 }
 
 /// One entry of [`ExecutorFileSystem::read_directory`]; types are those of the entry itself
@@ -170,4 +184,31 @@ pub trait ExecutorFileSystem: Send + Sync {
         destination: &AbsolutePathBuf,
         options: RenameOptions,
     ) -> FileSystemResult<()>;
+
+    /// Reads the text of the symlink at `path` (the link itself; it is not followed, and its
+    /// text may name a place outside the root: it is only text).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`; `InvalidInput` when `path` is not a symlink; `PermissionDenied` for an
+    /// escape in the path's parents; `Unsupported` from a file system without links.
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<PathBuf> {
+        Err(crate::error::unsupported(path, "reading symlinks"))
+    }
+
+    /// Creates a symlink at `path` whose text is `target`. Following it later stays confined
+    /// like any other link: a target outside the root is an escape when used.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists`; `NotFound` for a missing parent; `PermissionDenied` for an escape or a
+    /// read-only root; `Unsupported` from a file system without links.
+    async fn create_symlink(
+        &self,
+        path: &AbsolutePathBuf,
+        target: &std::path::Path,
+    ) -> FileSystemResult<()> {
+        let _ = target;
+        Err(crate::error::unsupported(path, "creating symlinks"))
+    }
 }

@@ -94,7 +94,7 @@ mod transport;
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
 };
 pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem};
 pub use path::AbsolutePathBuf;

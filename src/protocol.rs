@@ -37,6 +37,10 @@ pub const FS_RENAME_METHOD: &str = "fs/rename";
 pub const CAPFS_READ_FILE_STREAM_METHOD: &str = "capfs/readFileStream";
 /// `capfs/writeFileStream`: a capfs extension; the contents follow as data frames.
 pub const CAPFS_WRITE_FILE_STREAM_METHOD: &str = "capfs/writeFileStream";
+/// `capfs/readLink`: a capfs extension; the text of a symlink.
+pub const CAPFS_READ_LINK_METHOD: &str = "capfs/readLink";
+/// `capfs/createSymlink`: a capfs extension; creates a symlink.
+pub const CAPFS_CREATE_SYMLINK_METHOD: &str = "capfs/createSymlink";
 
 /// First byte of a data frame. JSON text never starts with it, so a binary frame is a data frame
 /// exactly when it starts with this byte.
@@ -229,6 +233,38 @@ pub struct ServerCapabilities {
     /// [`CAPFS_WRITE_FILE_STREAM_METHOD`] and data frames.
     #[serde(default)]
     pub data_frames: bool,
+    /// The sandbox roots the server serves (absent from older capfs servers).
+    #[serde(default)]
+    pub roots: Vec<RootDescription>,
+}
+
+/// One sandbox root in [`ServerCapabilities::roots`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RootDescription {
+    /// The root's absolute path, as clients name it.
+    pub path: AbsolutePathBuf,
+    /// What clients may do under it.
+    pub access: RootAccess,
+}
+
+/// The access of a [`RootDescription`]: `"read-write"` or `"read-only"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RootAccess {
+    /// Reads and writes.
+    ReadWrite,
+    /// Reads only.
+    ReadOnly,
+}
+
+impl From<crate::Access> for RootAccess {
+    fn from(access: crate::Access) -> Self {
+        match access {
+            crate::Access::ReadWrite => Self::ReadWrite,
+            crate::Access::ReadOnly => Self::ReadOnly,
+        }
+    }
 }
 
 /// Params of [`CAPFS_READ_FILE_STREAM_METHOD`]. The server answers with data frames of
@@ -253,6 +289,12 @@ pub struct WriteStreamParams {
     pub stream_id: u64,
     /// How many bytes follow.
     pub size: u64,
+    /// See [`WriteFileParams::mode`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+    /// See [`WriteFileParams::modified_at_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_at_ms: Option<i64>,
 }
 
 /// Result of both stream methods: how many bytes the data frames carried.
@@ -287,6 +329,33 @@ pub struct WriteFileParams {
     pub path: AbsolutePathBuf,
     /// The contents, standard padded base64.
     pub data_base64: String,
+    /// capfs extension: the permission bits to give the file (setuid, setgid and sticky are
+    /// never applied). Absent: an existing file keeps its bits, a new one gets the default.
+    /// Sent only to servers that announced `capfs` in `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+    /// capfs extension: the modification time to give the file, in ms since the Unix epoch.
+    /// Absent: the time of the write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_at_ms: Option<i64>,
+}
+
+/// Params of [`CAPFS_CREATE_SYMLINK_METHOD`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSymlinkParams {
+    /// Where the link goes (an absolute path).
+    pub path: AbsolutePathBuf,
+    /// The link's text, stored as it is.
+    pub target: String,
+}
+
+/// Result of [`CAPFS_READ_LINK_METHOD`] (params: [`PathParams`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadLinkResponse {
+    /// The link's text.
+    pub target: String,
 }
 
 /// Params of [`FS_CREATE_DIRECTORY_METHOD`].
@@ -320,6 +389,9 @@ pub struct GetMetadataResponse {
     /// See [`FileMetadata::modified_at_ms`].
     #[serde(default)]
     pub modified_at_ms: i64,
+    /// capfs extension: see [`FileMetadata::mode`]; absent from other servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
 }
 
 impl From<FileMetadata> for GetMetadataResponse {
@@ -331,6 +403,7 @@ impl From<FileMetadata> for GetMetadataResponse {
             size: m.size,
             created_at_ms: m.created_at_ms,
             modified_at_ms: m.modified_at_ms,
+            mode: Some(m.mode),
         }
     }
 }
@@ -344,6 +417,7 @@ impl From<GetMetadataResponse> for FileMetadata {
             size: m.size,
             created_at_ms: m.created_at_ms,
             modified_at_ms: m.modified_at_ms,
+            mode: m.mode.unwrap_or(0),
         }
     }
 }

@@ -1,163 +1,78 @@
 //! The `capfs` binary: `capfs serve` runs the remote executor; the other subcommands are a
 //! client for a person, against a server (`--remote`) or a local sandbox (`--root`).
 
+use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
 
 use capfs::server::{self, AuditLog, Server, ServerConfig};
 use capfs::{
-    AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, LocalFileSystem,
-    RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
+    AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
+    LocalFileSystem, RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
 };
 
+mod args;
+mod fail;
+mod listing;
+mod names;
+mod paths;
+mod streams;
 mod transfer;
+
+use args::{Cli, Command, Endpoint, ServeArgs, Shell, Target};
+use fail::{EXIT_INTERRUPTED, Failure};
+use names::quote;
+use paths::{Resolver, RootInfo};
 use transfer::Backend;
 
-/// A file system for AI agents' tools that cannot be escaped.
-#[derive(Parser)]
-#[command(name = "capfs", version, about)]
-struct Cli {
-    #[command(flatten)]
-    target: Target,
-    #[command(subcommand)]
-    command: Command,
-}
-
-/// Which file system the client subcommands use.
-#[derive(Args)]
-struct Target {
-    /// URL of a capfs server (ws://HOST:PORT).
-    #[arg(long, global = true, env = "CAPFS_REMOTE", conflicts_with_all = ["root", "read_only"])]
-    remote: Option<String>,
-    /// A command (run with `sh -c`) that speaks the protocol on its stdin and stdout, such as
-    /// "ssh host capfs serve --listen stdio --root /srv/ws".
-    #[arg(
-        long,
-        global = true,
-        value_name = "CMD",
-        env = "CAPFS_REMOTE_COMMAND",
-        conflicts_with_all = ["remote", "root", "read_only"]
-    )]
-    remote_command: Option<String>,
-    /// A read-write sandbox root (repeatable); the client works on it directly, no server.
-    #[arg(long, global = true, value_name = "DIR")]
-    root: Vec<PathBuf>,
-    /// A read-only sandbox root (repeatable).
-    #[arg(long = "read-only", global = true, value_name = "DIR")]
-    read_only: Vec<PathBuf>,
-    /// A file holding the bearer token (else the CAPFS_TOKEN environment variable).
-    #[arg(long, global = true, value_name = "FILE")]
-    token_file: Option<PathBuf>,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Serve the sandbox roots over WebSocket; prints the URL as the first line on stdout
-    /// (with `--listen stdio`, serves one connection on stdin/stdout and prints nothing else).
-    Serve(ServeArgs),
-    /// List a directory (directories end in `/`, symlinks in `@`).
-    Ls { path: String },
-    /// Show a path's metadata.
-    Stat { path: String },
-    /// Write a file's contents to stdout.
-    Cat { path: String },
-    /// Copy a sandbox file to a local file.
-    Get {
-        source: String,
-        destination: PathBuf,
-    },
-    /// Copy a local file to a sandbox path.
-    Put {
-        source: PathBuf,
-        destination: String,
-    },
-    /// Copy within the sandbox.
-    Cp {
-        /// Copy directories with their contents.
-        #[arg(short, long)]
-        recursive: bool,
-        source: String,
-        destination: String,
-    },
-    /// Rename within one root.
-    Mv {
-        /// Replace an existing destination.
-        #[arg(short = 'f', long)]
-        overwrite: bool,
-        source: String,
-        destination: String,
-    },
-    /// Remove a file, a symlink or a directory.
-    Rm {
-        /// Remove directories with their contents.
-        #[arg(short, long)]
-        recursive: bool,
-        /// Succeed when the path does not exist.
-        #[arg(short, long)]
-        force: bool,
-        path: String,
-    },
-    /// Create a directory.
-    Mkdir {
-        /// Create parents too, and succeed if it exists.
-        #[arg(short, long)]
-        parents: bool,
-        path: String,
-    },
-}
-
-#[derive(Args)]
-struct ServeArgs {
-    /// Address to listen on (ws://HOST:PORT), or `stdio` for one connection on stdin/stdout.
-    #[arg(long, default_value = "ws://127.0.0.1:0")]
-    listen: String,
-    /// Append one JSON line per request to FILE (`-` for stderr).
-    #[arg(long, value_name = "FILE")]
-    audit_log: Option<PathBuf>,
-    /// Largest incoming message, in bytes or with a K, M or G suffix.
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = size_arg)]
-    max_message_bytes: u64,
-    /// Most simultaneous connections past their handshake.
-    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
-    max_connections: usize,
-    /// Most requests running at once per connection.
-    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_IN_FLIGHT)]
-    max_in_flight: usize,
-    /// Most connections still in their handshake, apart from --max-connections.
-    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_HANDSHAKES)]
-    max_handshakes: usize,
-    /// Time a connection has to complete its handshake (seconds, or with a unit: 500ms, 10s).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
-    handshake_timeout: std::time::Duration,
-    /// Time connections get to finish at shutdown; then they are cut and the exit status is 1.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg)]
-    shutdown_timeout: std::time::Duration,
-    /// Largest file fs/readFile returns, in bytes or with a K, M or G suffix.
-    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = size_arg)]
-    read_limit: u64,
-}
-
-/// A size flag's value: bytes, or a number with a K, M, G or T suffix.
-fn size_arg(text: &str) -> Result<u64, String> {
-    server::parse_size(text).map_err(|e| e.to_string())
-}
-
-/// A duration flag's value: seconds, or a number with units.
-fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
-    server::parse_duration(text).map_err(|e| e.to_string())
-}
-
 fn main() -> ExitCode {
+    // `--` ends the options and turns glob expansion off; clap swallows it, so look first.
+    let globbing = !std::env::args_os().any(|a| a == "--");
     let cli = Cli::parse();
+    match &cli.command {
+        Command::Completions { shell } => return completions(*shell),
+        Command::Man => return man_page(),
+        _ => {}
+    }
+    init_logging(&cli);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return Failure::plain(format!("cannot start: {e}"), 1).report(),
+    };
+    let result = runtime.block_on(async move {
+        if let Command::Serve(args) = cli.command {
+            return serve(args).await;
+        }
+        // Dropping the command's future on a signal removes its temporary files and ends a
+        // remote command's process group.
+        tokio::select! {
+            result = client(cli.target, cli.command, globbing) => result,
+            () = shutdown_signal() => Err(Failure::plain("interrupted", EXIT_INTERRUPTED)),
+        }
+    });
+    // A read of stdin still blocked in the runtime's thread pool must not keep the process.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report(),
+    }
+}
+
+fn init_logging(cli: &Cli) {
     // A stdio server runs under a client's command; its progress lines would only be noise on
-    // that client's terminal.
+    // that client's terminal. A client logs only what goes wrong unless asked with -v.
     let default_filter = match &cli.command {
         Command::Serve(args) if args.listen == "stdio" => "capfs=warn",
-        _ => "capfs=info",
+        Command::Serve(_) => "capfs=info",
+        _ => match cli.target.verbose {
+            0 => "capfs=warn",
+            1 => "capfs=debug",
+            _ => "capfs=trace",
+        },
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -166,237 +81,354 @@ fn main() -> ExitCode {
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal())
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(e) => return fail("starting the runtime", &e),
+}
+
+fn completions(shell: Shell) -> ExitCode {
+    let shell = match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
     };
-    let result = runtime.block_on(run(cli));
-    // A read of stdin still blocked in the runtime's thread pool must not keep the process.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    match result {
+    clap_complete::generate(shell, &mut Cli::command(), "capfs", &mut io::stdout());
+    ExitCode::SUCCESS
+}
+
+fn man_page() -> ExitCode {
+    let mut out = Vec::new();
+    let rendered = clap_mangen::Man::new(Cli::command()).render(&mut out);
+    match rendered.and_then(|()| io::stdout().write_all(&out)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err((what, e)) => fail(&what, &e),
+        Err(e) => Failure::at("cannot write", "stdout", &e).report(),
     }
 }
 
-fn fail(what: &str, err: &io::Error) -> ExitCode {
-    eprintln!("capfs: {what}: {err}");
-    ExitCode::FAILURE
-}
-
-type Failure = (String, io::Error);
-
-fn context(what: impl Into<String>) -> impl FnOnce(io::Error) -> Failure {
-    let what = what.into();
-    move |e| (what, e)
-}
-
-async fn run(cli: Cli) -> Result<(), Failure> {
-    let token =
-        read_token(cli.target.token_file.as_deref()).map_err(context("reading the token"))?;
-    if let Command::Serve(args) = cli.command {
-        return serve(&cli.target, args, token).await;
-    }
-    let backend = open_target(&cli.target, token).await?;
-    let fs = backend.file_system();
-    match cli.command {
-        Command::Serve(_) => unreachable!("handled above"),
-        Command::Ls { path } => {
-            let p = sandbox_path(&path)?;
-            let mut entries = fs
-                .read_directory(&p)
-                .await
-                .map_err(context(format!("ls {path}")))?;
-            entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
-            let mut out = io::stdout().lock();
-            for entry in entries {
-                let suffix = if entry.is_symlink {
-                    "@"
-                } else if entry.is_directory {
-                    "/"
-                } else {
-                    ""
-                };
-                writeln!(out, "{}{suffix}", entry.file_name).map_err(context("writing stdout"))?;
-            }
-        }
-        Command::Stat { path } => {
-            let p = sandbox_path(&path)?;
-            let m = fs
-                .get_metadata(&p)
-                .await
-                .map_err(context(format!("stat {path}")))?;
-            let kind = if m.is_directory {
-                "directory"
-            } else if m.is_file {
-                "file"
-            } else {
-                "other"
-            };
-            println!("path: {p}");
-            println!("type: {kind}");
-            println!("symlink: {}", m.is_symlink);
-            println!("size: {}", m.size);
-            println!("created_at_ms: {}", m.created_at_ms);
-            println!("modified_at_ms: {}", m.modified_at_ms);
-        }
-        Command::Cat { path } => {
-            let p = sandbox_path(&path)?;
-            let data = fs
-                .read_file(&p)
-                .await
-                .map_err(context(format!("cat {path}")))?;
-            io::stdout()
-                .lock()
-                .write_all(&data)
-                .map_err(context("writing stdout"))?;
-        }
-        Command::Get {
-            source,
-            destination,
-        } => {
-            let p = sandbox_path(&source)?;
-            transfer::get(&backend, &p, &destination)
-                .await
-                .map_err(context(format!("get {source}")))?;
-        }
-        Command::Put {
-            source,
-            destination,
-        } => {
-            let p = sandbox_path(&destination)?;
-            transfer::put(&backend, &source, &p)
-                .await
-                .map_err(context(format!("put {}", source.display())))?;
-        }
-        Command::Cp {
-            recursive,
-            source,
-            destination,
-        } => {
-            let (s, d) = (sandbox_path(&source)?, sandbox_path(&destination)?);
-            fs.copy(&s, &d, CopyOptions { recursive })
-                .await
-                .map_err(context(format!("cp {source} {destination}")))?;
-        }
-        Command::Mv {
-            overwrite,
-            source,
-            destination,
-        } => {
-            let (s, d) = (sandbox_path(&source)?, sandbox_path(&destination)?);
-            fs.rename(&s, &d, RenameOptions { overwrite })
-                .await
-                .map_err(context(format!("mv {source} {destination}")))?;
-        }
-        Command::Rm {
-            recursive,
-            force,
-            path,
-        } => {
-            let p = sandbox_path(&path)?;
-            fs.remove(&p, RemoveOptions { recursive, force })
-                .await
-                .map_err(context(format!("rm {path}")))?;
-        }
-        Command::Mkdir { parents, path } => {
-            let p = sandbox_path(&path)?;
-            fs.create_directory(&p, CreateDirectoryOptions { recursive: parents })
-                .await
-                .map_err(context(format!("mkdir {path}")))?;
-        }
-    }
-    Ok(())
-}
-
-fn sandbox_path(path: &str) -> Result<AbsolutePathBuf, Failure> {
-    AbsolutePathBuf::new(path).map_err(context("sandbox paths must be absolute"))
-}
-
-fn read_token(file: Option<&Path>) -> io::Result<Option<String>> {
+fn read_token(file: Option<&Path>) -> Result<Option<String>, Failure> {
     let token = match file {
         Some(file) => Some(
             std::fs::read_to_string(file)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?,
+                .map_err(|e| Failure::at("cannot read token file", &file.to_string_lossy(), &e))?,
         ),
         None => std::env::var("CAPFS_TOKEN").ok(),
     };
     match token.map(|t| t.trim().to_string()) {
-        Some(t) if t.is_empty() => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the token is empty",
-        )),
+        Some(t) if t.is_empty() => Err(Failure::usage("the token is empty")),
         other => Ok(other),
     }
 }
 
-fn build_sandbox(target: &Target) -> io::Result<Sandbox> {
+fn build_sandbox(root: &[PathBuf], read_only: &[PathBuf]) -> Result<Sandbox, Failure> {
     let mut sandbox = Sandbox::new();
-    for dir in &target.root {
-        sandbox = sandbox.with_root(dir, Access::ReadWrite)?;
-    }
-    for dir in &target.read_only {
-        sandbox = sandbox.with_root(dir, Access::ReadOnly)?;
+    let dirs = root
+        .iter()
+        .map(|d| (d, Access::ReadWrite))
+        .chain(read_only.iter().map(|d| (d, Access::ReadOnly)));
+    for (dir, access) in dirs {
+        sandbox = sandbox
+            .with_root(dir, access)
+            .map_err(|e| Failure::at("cannot open root", &dir.to_string_lossy(), &e))?;
     }
     Ok(sandbox)
 }
 
-async fn open_target(target: &Target, token: Option<String>) -> Result<Backend, Failure> {
-    if let Some(command) = &target.remote_command {
-        let remote = RemoteFileSystem::connect_command(command, RemoteOptions::default())
-            .await
-            .map_err(context("connecting through --remote-command"))?;
-        return Ok(Backend::Remote(remote));
+async fn open_target(target: &Target) -> Result<Backend, Failure> {
+    let endpoint = target.endpoint().map_err(Failure::usage)?;
+    let options = RemoteOptions {
+        connect_timeout: target.connect_timeout,
+        ..RemoteOptions::default()
+    };
+    match endpoint {
+        Endpoint::Command(command) => {
+            let remote = RemoteFileSystem::connect_command(&command, options)
+                .await
+                .map_err(|e| Failure::connection("cannot connect through --remote-command", &e))?;
+            Ok(Backend::Remote(remote))
+        }
+        Endpoint::Url(url) => {
+            let options = RemoteOptions {
+                token: read_token(target.token_file.as_deref())?,
+                ca_file: target.ca_file.clone(),
+                ..options
+            };
+            let remote = RemoteFileSystem::connect(&url, options)
+                .await
+                .map_err(|e| Failure::connection(&format!("cannot connect to {url}"), &e))?;
+            Ok(Backend::Remote(remote))
+        }
+        Endpoint::Local => {
+            let sandbox = build_sandbox(&target.root, &target.read_only)?;
+            Ok(Backend::Local(LocalFileSystem::new(sandbox)))
+        }
     }
-    if let Some(url) = &target.remote {
-        let options = RemoteOptions {
-            token,
-            ..RemoteOptions::default()
-        };
-        let remote = RemoteFileSystem::connect(url, options)
-            .await
-            .map_err(context(format!("connecting to {url}")))?;
-        return Ok(Backend::Remote(remote));
-    }
-    if target.root.is_empty() && target.read_only.is_empty() {
-        return Err((
-            "choosing a file system".into(),
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "give --remote URL (or CAPFS_REMOTE), --remote-command CMD or at least one --root DIR",
-            ),
-        ));
-    }
-    let sandbox = build_sandbox(target).map_err(context("opening the sandbox roots"))?;
-    Ok(Backend::Local(LocalFileSystem::new(sandbox)))
 }
 
-async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Result<(), Failure> {
-    if target.root.is_empty() && target.read_only.is_empty() {
-        return Err((
-            "serve".into(),
-            io::Error::new(io::ErrorKind::InvalidInput, "give at least one --root DIR"),
-        ));
+fn roots_of(backend: &Backend) -> Vec<RootInfo> {
+    match backend {
+        Backend::Local(fs) => fs
+            .sandbox()
+            .roots()
+            .iter()
+            .map(|r| RootInfo {
+                path: r.path().clone(),
+                read_only: r.access() == Access::ReadOnly,
+            })
+            .collect(),
+        Backend::Remote(fs) => fs
+            .roots()
+            .iter()
+            .map(|r| RootInfo {
+                path: r.path.clone(),
+                read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
+            })
+            .collect(),
     }
+}
+
+async fn client(target: Target, command: Command, globbing: bool) -> Result<(), Failure> {
+    let backend = open_target(&target).await?;
+    let resolver = Resolver::new(target.cd.as_deref(), roots_of(&backend), globbing)?;
+    let fs: &dyn ExecutorFileSystem = &*backend;
+    let expand_all = async |args: &[String]| -> Result<Vec<AbsolutePathBuf>, Failure> {
+        let mut out = Vec::new();
+        for arg in args {
+            out.extend(resolver.expand(fs, arg).await?);
+        }
+        Ok(out)
+    };
+    match command {
+        Command::Serve(_) | Command::Completions { .. } | Command::Man => {
+            unreachable!("handled in main")
+        }
+        Command::Roots { json } => listing::roots(resolver.roots(), json),
+        Command::Ls { long, json, paths } => {
+            let paths = if paths.is_empty() {
+                vec![resolver.path(".")?]
+            } else {
+                expand_all(&paths).await?
+            };
+            listing::ls(fs, &paths, long, json).await
+        }
+        Command::Stat { json, paths } => listing::stat(fs, &expand_all(&paths).await?, json).await,
+        Command::Cat { paths } => {
+            let mut files = Vec::new();
+            for arg in &paths {
+                if arg == "-" {
+                    files.push(None);
+                } else {
+                    files.extend(resolver.expand(fs, arg).await?.into_iter().map(Some));
+                }
+            }
+            transfer::cat(&backend, &files).await
+        }
+        Command::Get {
+            transfer,
+            mut paths,
+        } => {
+            let destination = PathBuf::from(paths.pop().expect("clap requires two"));
+            let sources = expand_all(&paths).await?;
+            let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
+            let targets = local_destinations(&names, &destination)?;
+            let pairs: Vec<_> = sources.into_iter().zip(targets).collect();
+            transfer::get(&backend, &pairs, transfer).await
+        }
+        Command::Put {
+            transfer,
+            mut paths,
+        } => {
+            let destination = paths.pop().expect("clap requires two");
+            let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+            let names: Vec<OsString> = sources.iter().map(|s| base_name(s)).collect();
+            if sources.iter().any(|s| s.as_os_str() == "-") && sources.len() > 1 {
+                return Err(Failure::usage("`-` (stdin) must be the only source"));
+            }
+            let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
+            let pairs: Vec<_> = sources.into_iter().zip(targets).collect();
+            transfer::put(&backend, &pairs, transfer).await
+        }
+        Command::Cp {
+            recursive,
+            mut paths,
+        } => {
+            let destination = paths.pop().expect("clap requires two");
+            let sources = expand_all(&paths).await?;
+            let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
+            let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
+            for (source, target) in sources.iter().zip(&targets) {
+                fs.copy(source, target, CopyOptions { recursive })
+                    .await
+                    .map_err(|e| Failure::at("cannot copy", &source.to_string(), &e))?;
+            }
+            Ok(())
+        }
+        Command::Mv {
+            no_clobber,
+            mut paths,
+            ..
+        } => {
+            let destination = paths.pop().expect("clap requires two");
+            let sources = expand_all(&paths).await?;
+            let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
+            let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
+            let options = RenameOptions {
+                overwrite: !no_clobber,
+            };
+            for (source, target) in sources.iter().zip(&targets) {
+                fs.rename(source, target, options)
+                    .await
+                    .map_err(|e| Failure::at("cannot move", &source.to_string(), &e))?;
+            }
+            Ok(())
+        }
+        Command::Rm {
+            recursive,
+            force,
+            paths,
+        } => {
+            let mut failures = Vec::new();
+            for arg in &paths {
+                let expanded = match resolver.expand(fs, arg).await {
+                    Ok(expanded) => expanded,
+                    Err(_) if force => continue,
+                    Err(failure) => {
+                        failures.push(failure);
+                        continue;
+                    }
+                };
+                for path in expanded {
+                    if let Err(e) = fs.remove(&path, RemoveOptions { recursive, force }).await {
+                        failures.push(Failure::at("cannot remove", &path.to_string(), &e));
+                    }
+                }
+            }
+            listing::first_failure(failures)
+        }
+        Command::Mkdir { parents, paths } => {
+            let mut failures = Vec::new();
+            for arg in &paths {
+                let path = resolver.path(arg)?;
+                let options = CreateDirectoryOptions { recursive: parents };
+                if let Err(e) = fs.create_directory(&path, options).await {
+                    failures.push(Failure::at(
+                        "cannot create directory",
+                        &path.to_string(),
+                        &e,
+                    ));
+                }
+            }
+            listing::first_failure(failures)
+        }
+    }
+}
+
+/// The last component a copy into a directory keeps (`-` for stdin is refused there).
+fn base_name(path: &Path) -> OsString {
+    path.file_name().map(OsString::from).unwrap_or_default()
+}
+
+/// Where each source lands, as cp decides: into `destination` when it is a directory (it must
+/// be with several sources or a trailing `/`), else at `destination` itself.
+fn plan_destinations<P>(
+    names: &[OsString],
+    shown: &str,
+    is_directory: bool,
+    join: impl Fn(&OsString) -> Result<P, Failure>,
+    itself: P,
+) -> Result<Vec<P>, Failure> {
+    let not_a_directory = || Failure::usage(format!("target {} is not a directory", quote(shown)));
+    if is_directory {
+        return names
+            .iter()
+            .map(|name| {
+                if name.is_empty() {
+                    Err(Failure::usage(format!(
+                        "cannot copy a source without a name into {}",
+                        quote(shown)
+                    )))
+                } else {
+                    join(name)
+                }
+            })
+            .collect();
+    }
+    if names.len() > 1 || shown.ends_with('/') {
+        return Err(not_a_directory());
+    }
+    Ok(vec![itself])
+}
+
+fn local_destinations(names: &[OsString], destination: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let shown = destination.to_string_lossy();
+    if destination.as_os_str() == "-" {
+        if names.len() > 1 {
+            return Err(Failure::usage("`-` (stdout) takes only one source"));
+        }
+        return Ok(vec![destination.to_path_buf()]);
+    }
+    let is_directory = std::fs::metadata(destination).is_ok_and(|m| m.is_dir());
+    plan_destinations(
+        names,
+        &shown,
+        is_directory,
+        |name| Ok(destination.join(name)),
+        destination.to_path_buf(),
+    )
+}
+
+async fn remote_destinations(
+    fs: &dyn ExecutorFileSystem,
+    resolver: &Resolver,
+    names: &[OsString],
+    destination: &str,
+) -> Result<Vec<AbsolutePathBuf>, Failure> {
+    let mut matches = resolver.expand(fs, destination).await?;
+    if matches.len() != 1 {
+        return Err(Failure::usage(format!(
+            "target {} matches {} paths",
+            quote(destination),
+            matches.len()
+        )));
+    }
+    let target = matches.remove(0);
+    let is_directory = fs.get_metadata(&target).await.is_ok_and(|m| m.is_directory);
+    plan_destinations(
+        names,
+        destination,
+        is_directory,
+        |name| {
+            target
+                .join(name)
+                .map_err(|e| Failure::usage(fail::reason(&e, "")))
+        },
+        target.clone(),
+    )
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let token = read_token(args.token_file.as_deref())?;
     let stdio = args.listen == "stdio";
     let listen = if stdio {
         ServerConfig::default().listen
     } else {
-        server::parse_listen_url(&args.listen).map_err(context("--listen"))?
+        server::parse_listen_url(&args.listen)
+            .map_err(|e| Failure::usage(format!("--listen: {}", fail::reason(&e, ""))))?
     };
     let audit = match &args.audit_log {
-        Some(path) => Some(AuditLog::open(path).map_err(context("opening the audit log"))?),
+        Some(path) => Some(
+            AuditLog::open(path)
+                .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?,
+        ),
         None => None,
     };
-    let sandbox = build_sandbox(target).map_err(context("opening the sandbox roots"))?;
+    let sandbox = build_sandbox(&args.root, &args.read_only)?;
     for root in sandbox.roots() {
         tracing::info!(root = %root.path(), access = ?root.access(), "sandbox root");
     }
     let fs = LocalFileSystem::with_read_limit(sandbox, args.read_limit);
+    let max_message_bytes = usize::try_from(args.max_message_bytes)
+        .map_err(|_| Failure::usage("--max-message-bytes is too large"))?;
     let config = ServerConfig {
         listen,
         token,
-        max_message_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),
+        max_message_bytes,
         max_connections: args.max_connections,
         max_in_flight: args.max_in_flight,
         max_handshakes: args.max_handshakes,
@@ -404,36 +436,35 @@ async fn serve(target: &Target, args: ServeArgs, token: Option<String>) -> Resul
         shutdown_timeout: args.shutdown_timeout,
         audit,
     };
-    config.validate().map_err(context("serve"))?;
+    config
+        .validate()
+        .map_err(|e| Failure::usage(fail::reason(&e, "")))?;
     if args.read_limit == 0 {
-        let zero = io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--read-limit 0: must be at least 1",
-        );
-        return Err(("serve".into(), zero));
+        return Err(Failure::usage("--read-limit 0: must be at least 1"));
     }
+    let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");
         server::serve_stdio(fs, config, shutdown_signal())
             .await
-            .map_err(context("serving"))?;
+            .map_err(serving)?;
         tracing::info!("stopped");
         return Ok(());
     }
-    let server = Server::bind(fs, config)
-        .await
-        .map_err(context(format!("listening on {}", args.listen)))?;
+    let server = Server::bind(fs, config).await.map_err(|e| {
+        Failure::plain(
+            format!("cannot listen on {}: {}", args.listen, fail::reason(&e, "")),
+            fail::status_of(e.kind()),
+        )
+    })?;
     {
         let mut stdout = io::stdout().lock();
         writeln!(stdout, "{}", server.url())
             .and_then(|()| stdout.flush())
-            .map_err(context("writing stdout"))?;
+            .map_err(|e| Failure::at("cannot write", "stdout", &e))?;
     }
     tracing::info!(url = server.url(), "listening");
-    server
-        .run_until(shutdown_signal())
-        .await
-        .map_err(context("serving"))?;
+    server.run_until(shutdown_signal()).await.map_err(serving)?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -88,6 +88,7 @@ pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Fil
         size: metadata.len(),
         created_at_ms: metadata.created().map_or(0, |t| millis(t.into_std())),
         modified_at_ms: metadata.modified().map_or(0, |t| millis(t.into_std())),
+        mode: cap_std::fs::PermissionsExt::mode(&metadata.permissions()) & 0o7777,
     })
 }
 
@@ -125,4 +126,36 @@ pub(crate) fn read_directory(
         });
     }
     Ok(entries)
+}
+
+pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBuf> {
+    let resolved = fs.sandbox.resolve(path)?;
+    if resolved.is_root() {
+        return Err(with_path(
+            path,
+            io::Error::from(io::ErrorKind::InvalidInput),
+        ));
+    }
+    let (parent_rel, name) = walk::split(&resolved.rel);
+    let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
+    parent
+        .read_link_contents(name)
+        .map_err(|e| with_path(path, e))
+}
+
+pub(crate) fn create_symlink(fs: &Inner, path: &AbsolutePathBuf, target: &Path) -> io::Result<()> {
+    let resolved = fs.sandbox.resolve(path)?;
+    resolved.require_writable(path)?;
+    if resolved.is_root() {
+        return Err(with_path(
+            path,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
+    }
+    let (parent_rel, name) = walk::split(&resolved.rel);
+    let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
+    walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
+    parent
+        .symlink_contents(target, name)
+        .map_err(|e| with_path(path, e))
 }

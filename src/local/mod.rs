@@ -123,7 +123,7 @@ impl LocalFileSystem {
     }
 
     /// Writes a file of exactly `size` bytes received as chunks, atomically like
-    /// [`ExecutorFileSystem::write_file`]: if the channel closes early, or carries more than
+    /// [`ExecutorFileSystem::write_file`], with the mode and time `options` ask for: if the channel closes early, or carries more than
     /// `size` bytes, the file is left as it was and nothing is left behind.
     ///
     /// # Errors
@@ -133,10 +133,11 @@ impl LocalFileSystem {
         &self,
         path: &AbsolutePathBuf,
         size: u64,
+        options: crate::WriteOptions,
         mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     ) -> FileSystemResult<()> {
         let path = path.clone();
-        self.run(move |fs| write::write_stream(fs, &path, size, || chunks.blocking_recv()))
+        self.run(move |fs| write::write_stream(fs, &path, size, options, || chunks.blocking_recv()))
             .await
     }
 
@@ -245,6 +246,21 @@ impl ExecutorFileSystem for LocalFileSystem {
     ) -> FileSystemResult<()> {
         let (source, destination) = (source.clone(), destination.clone());
         self.run(move |fs| rename::rename(fs, &source, &destination, options))
+            .await
+    }
+
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::path::PathBuf> {
+        let path = path.clone();
+        self.run(move |fs| metadata::read_link(fs, &path)).await
+    }
+
+    async fn create_symlink(
+        &self,
+        path: &AbsolutePathBuf,
+        target: &std::path::Path,
+    ) -> FileSystemResult<()> {
+        let (path, target) = (path.clone(), target.to_path_buf());
+        self.run(move |fs| metadata::create_symlink(fs, &path, &target))
             .await
     }
 }

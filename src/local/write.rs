@@ -12,15 +12,17 @@ use cap_tempfile::TempFile;
 
 use super::walk::{self, MAX_SYMLINK_HOPS};
 use super::{Inner, resolve};
-use crate::AbsolutePathBuf;
 use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
+use crate::{AbsolutePathBuf, WriteOptions};
 
 /// The permission bits a written or copied file may get: read, write and execute only.
 const PLAIN_MODE_BITS: u32 = 0o777;
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
-    write_with(fs, path, |file| file.write_all(contents))
+    write_with(fs, path, WriteOptions::default(), |file| {
+        file.write_all(contents)
+    })
 }
 
 /// Writes exactly `size` bytes taken from `next_chunk` (`None` ends the stream early), then
@@ -29,9 +31,10 @@ pub(crate) fn write_stream(
     fs: &Inner,
     path: &AbsolutePathBuf,
     size: u64,
+    options: WriteOptions,
     mut next_chunk: impl FnMut() -> Option<bytes::Bytes>,
 ) -> io::Result<()> {
-    write_with(fs, path, |file| {
+    write_with(fs, path, options, |file| {
         let mut written = 0u64;
         while written < size {
             let chunk = next_chunk().ok_or_else(|| {
@@ -53,18 +56,50 @@ pub(crate) fn write_stream(
     })
 }
 
+/// Sets a file's modification time to `ms` milliseconds after the Unix epoch (its access time
+/// is left alone).
+fn set_modified_ms(file: &File, ms: i64) -> io::Result<()> {
+    let modified = rustix::fs::Timespec {
+        tv_sec: ms.div_euclid(1000),
+        tv_nsec: ms.rem_euclid(1000) * 1_000_000,
+    };
+    let omit = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_OMIT,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: omit,
+        last_modification: modified,
+    };
+    rustix::fs::futimens(file, &times).map_err(io::Error::from)
+}
+
 /// Resolves the write target of `path` and replaces it with what `fill` writes.
 fn write_with(
     fs: &Inner,
     path: &AbsolutePathBuf,
+    options: WriteOptions,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
     walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
-    let permissions = target.existing_file_permissions(path)?;
-    replace_file(&target.parent, &target.name, permissions, fill).map_err(|e| with_path(path, e))
+    let mut permissions = target.existing_file_permissions(path)?;
+    if let Some(mode) = options.mode {
+        // Never setuid, setgid or sticky, whatever the client asks.
+        permissions = Some(Permissions::from_std(std::fs::Permissions::from_mode(
+            mode & PLAIN_MODE_BITS,
+        )));
+    }
+    replace_file(&target.parent, &target.name, permissions, |file| {
+        fill(file)?;
+        if let Some(ms) = options.modified_at_ms {
+            set_modified_ms(file, ms)?;
+        }
+        Ok(())
+    })
+    .map_err(|e| with_path(path, e))
 }
 
 /// Where a write lands: a directory handle and a name in it, after following symlinks.

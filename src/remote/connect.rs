@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::RemoteFileSystem;
-use super::client::Client;
+use super::client::{Client, CommandGroup};
 
 /// How to reach a server.
 #[derive(Clone, Debug)]
@@ -22,6 +22,8 @@ pub struct RemoteOptions {
     pub connect_timeout: Duration,
     /// Sent in `initialize`.
     pub client_name: String,
+    /// A PEM file of certificate authorities `wss://` trusts besides the platform's.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RemoteOptions {
@@ -30,6 +32,7 @@ impl Default for RemoteOptions {
             token: None,
             connect_timeout: Duration::from_secs(10),
             client_name: format!("capfs/{}", env!("CARGO_PKG_VERSION")),
+            ca_file: None,
         }
     }
 }
@@ -105,8 +108,8 @@ impl RemoteFileSystem {
     /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout, as
     /// `capfs serve --listen stdio` expects: WebSocket frames without the HTTP upgrade. The
     /// command's stderr is the caller's. `options.token` is not used: the command's own channel
-    /// (ssh, `kubectl exec`) authenticates. The command is killed when the file system is
-    /// dropped; when it exits, every pending and later call fails with `BrokenPipe`.
+    /// (ssh, `kubectl exec`) authenticates. The command runs in its own process group, which
+    /// is killed when the file system is dropped; when it exits, every pending and later call fails with `BrokenPipe`.
     ///
     /// # Examples
     ///
@@ -124,7 +127,7 @@ impl RemoteFileSystem {
     /// The error of spawning `sh`; `TimedOut` when the command does not complete `initialize`
     /// within `connect_timeout`; `BrokenPipe` when it exits before.
     pub async fn connect_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
-        let mut child = tokio::process::Command::new("sh")
+        let child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)
             .stdin(Stdio::piped())
@@ -133,11 +136,15 @@ impl RemoteFileSystem {
             // A local `capfs serve` must not take these as its own client settings.
             .env_remove("CAPFS_REMOTE_COMMAND")
             .env_remove("CAPFS_REMOTE")
+            // Its own process group, so that everything it starts (a `capfs serve` that was
+            // not told `--listen stdio`, ssh's helpers) ends with it.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("starting `sh -c {command}`: {e}")))?;
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut child = CommandGroup(child);
+        let stdin = child.0.stdin.take().expect("stdin is piped");
+        let stdout = child.0.stdout.take().expect("stdout is piped");
         let io = tokio::io::join(stdout, stdin);
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
             io,
@@ -154,7 +161,7 @@ impl RemoteFileSystem {
     async fn start<S>(
         ws: tokio_tungstenite::WebSocketStream<S>,
         options: &RemoteOptions,
-        command: Option<tokio::process::Child>,
+        command: Option<CommandGroup>,
     ) -> io::Result<Self>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,

@@ -21,14 +21,15 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use crate::protocol::{
-    CopyParams, CreateDirectoryParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse,
-    ReadFileResponse, RemoveParams, RenameParams, WriteFileParams,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
+    CreateSymlinkParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
+    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
+    FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse, ReadFileResponse,
+    ReadLinkResponse, RemoveParams, RenameParams, RootDescription, WriteFileParams,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
 };
 use client::{Client, Empty};
 pub use connect::RemoteOptions;
@@ -56,6 +57,30 @@ impl RemoteFileSystem {
     /// without a bound on their size.
     pub fn supports_data_frames(&self) -> bool {
         self.client.data_frames
+    }
+
+    /// The sandbox roots the server announced in `initialize` (empty for a server that does
+    /// not announce them).
+    pub fn roots(&self) -> &[RootDescription] {
+        &self.client.roots
+    }
+
+    /// `fs/writeFile`, with the capfs params when the server takes them.
+    async fn write_inline(
+        &self,
+        path: &AbsolutePathBuf,
+        contents: Vec<u8>,
+        options: WriteOptions,
+    ) -> io::Result<()> {
+        let options = self.client.capfs_options(options);
+        let params = WriteFileParams {
+            path: path.clone(),
+            data_base64: STANDARD.encode(&contents),
+            mode: options.mode,
+            modified_at_ms: options.modified_at_ms,
+        };
+        let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
+        Ok(())
     }
 
     /// True when the connection is gone; every call then fails with `BrokenPipe`.
@@ -95,12 +120,8 @@ impl ExecutorFileSystem for RemoteFileSystem {
                 .write_file_from(path, size, &mut contents.as_slice(), &mut |_| {})
                 .await;
         }
-        let params = WriteFileParams {
-            path: path.clone(),
-            data_base64: STANDARD.encode(&contents),
-        };
-        let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
-        Ok(())
+        self.write_inline(path, contents, WriteOptions::default())
+            .await
     }
 
     async fn create_directory(
@@ -176,6 +197,42 @@ impl ExecutorFileSystem for RemoteFileSystem {
             overwrite: Some(options.overwrite),
         };
         let _: Empty = self.client.call(FS_RENAME_METHOD, params).await?;
+        Ok(())
+    }
+
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::path::PathBuf> {
+        let params = PathParams { path: path.clone() };
+        let response: ReadLinkResponse = self
+            .client
+            .capfs_call(CAPFS_READ_LINK_METHOD, params, path, "reading symlinks")
+            .await?;
+        Ok(response.target.into())
+    }
+
+    async fn create_symlink(
+        &self,
+        path: &AbsolutePathBuf,
+        target: &std::path::Path,
+    ) -> FileSystemResult<()> {
+        let target = target.to_str().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path}: the link's text is not UTF-8"),
+            )
+        })?;
+        let params = CreateSymlinkParams {
+            path: path.clone(),
+            target: target.to_string(),
+        };
+        let _: Empty = self
+            .client
+            .capfs_call(
+                CAPFS_CREATE_SYMLINK_METHOD,
+                params,
+                path,
+                "creating symlinks",
+            )
+            .await?;
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
     DATA_FRAME_HEADER_LEN, ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header,
 };
-use crate::{AbsolutePathBuf, ExecutorFileSystem};
+use crate::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Data frames a streamed read may have queued between the socket and its consumer.
 pub(super) const DOWNLOAD_QUEUE_CHUNKS: usize = 8;
@@ -111,13 +111,34 @@ impl RemoteFileSystem {
     where
         R: tokio::io::AsyncRead + Unpin + Send,
     {
+        self.write_file_from_with(path, size, WriteOptions::default(), reader, progress)
+            .await
+    }
+
+    /// As [`RemoteFileSystem::write_file_from`], giving the file the mode and modification
+    /// time of `options` on a capfs server (other servers are sent neither).
+    ///
+    /// # Errors
+    ///
+    /// As [`RemoteFileSystem::write_file_from`].
+    pub async fn write_file_from_with<R>(
+        &self,
+        path: &AbsolutePathBuf,
+        size: u64,
+        options: WriteOptions,
+        reader: &mut R,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> io::Result<()>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send,
+    {
         if !self.client.data_frames {
             let mut data = Vec::new();
             (&mut *reader).take(size).read_to_end(&mut data).await?;
             if (data.len() as u64) < size {
                 return Err(short_source(data.len() as u64, size));
             }
-            self.write_file(path, data).await?;
+            self.write_inline(path, data, options).await?;
             progress(size);
             return Ok(());
         }
@@ -128,10 +149,13 @@ impl RemoteFileSystem {
             .await
             .map_err(|_| connection_lost())?;
         let stream_id = client.new_id() as u64;
+        let options = client.capfs_options(options);
         let params = WriteStreamParams {
             path: path.clone(),
             stream_id,
             size,
+            mode: options.mode,
+            modified_at_ms: options.modified_at_ms,
         };
         let mut reply = client
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)

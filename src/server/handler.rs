@@ -10,11 +10,12 @@ use serde_json::Value;
 use super::audit;
 
 use crate::protocol::{
-    CopyParams, CreateDirectoryParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
+    CreateSymlinkParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
     FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
     FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, PathParams, ReadDirectoryResponse, ReadFileResponse, RemoveParams,
-    RenameParams, WriteFileParams,
+    METHOD_NOT_FOUND, PathParams, ReadDirectoryResponse, ReadFileResponse, ReadLinkResponse,
+    RemoveParams, RenameParams, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
@@ -30,6 +31,8 @@ pub const FS_METHODS: &[&str] = &[
     FS_REMOVE_METHOD,
     FS_COPY_METHOD,
     FS_RENAME_METHOD,
+    CAPFS_READ_LINK_METHOD,
+    CAPFS_CREATE_SYMLINK_METHOD,
 ];
 
 /// What a request did, for logs: the paths it named and the bytes it moved.
@@ -129,6 +132,32 @@ pub(crate) async fn dispatch(
                 overwrite: p.overwrite.unwrap_or(false),
             };
             fs.rename(&p.source_path, &p.destination_path, options)
+                .await
+                .map_err(io)?;
+            reply(serde_json::json!({}))
+        }
+        CAPFS_READ_LINK_METHOD => {
+            let p: PathParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let target = fs.read_link(&p.path).await.map_err(io)?;
+            let target = target.into_os_string().into_string().map_err(|_| {
+                invalid_input(
+                    INVALID_REQUEST,
+                    format!("{}: the link's text is not UTF-8", p.path),
+                )
+            })?;
+            reply(ReadLinkResponse { target })
+        }
+        CAPFS_CREATE_SYMLINK_METHOD => {
+            let p: CreateSymlinkParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            if p.target.is_empty() || p.target.contains('\0') {
+                return Err(invalid_input(
+                    INVALID_PARAMS,
+                    "invalid params: target must be non-empty and hold no NUL".to_string(),
+                ));
+            }
+            fs.create_symlink(&p.path, std::path::Path::new(&p.target))
                 .await
                 .map_err(io)?;
             reply(serde_json::json!({}))

@@ -166,10 +166,7 @@ fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
     };
     io::Error::new(
         io::ErrorKind::TimedOut,
-        format!(
-            "shutdown timeout of {} passed: cut {open} {noun} still open",
-            humantime::format_duration(timeout)
-        ),
+        format!("shutdown timeout of {timeout:?} passed: cut {open} {noun} still open"),
     )
 }
 
@@ -206,16 +203,16 @@ impl AcceptFailures {
             self.unlogged += 1;
         } else {
             let unlogged = std::mem::take(&mut self.unlogged);
-            let every = humantime::format_duration(ACCEPT_LOG_INTERVAL);
+            let every = ACCEPT_LOG_INTERVAL;
             if exhausted {
                 tracing::warn!(
                     unlogged,
-                    "accept failed: {error}; pausing accepts (logged at most once every {every})"
+                    "accept failed: {error}; pausing accepts (logged at most once every {every:?})"
                 );
             } else {
                 tracing::warn!(
                     unlogged,
-                    "accept failed: {error} (logged at most once every {every})"
+                    "accept failed: {error} (logged at most once every {every:?})"
                 );
             }
             self.logged_at = Some(now);

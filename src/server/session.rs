@@ -12,7 +12,7 @@ use crate::protocol::{
     ErrorObject, ErrorResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, INVALID_REQUEST,
     InitializeResponse, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message,
     NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId, Response,
-    ServerCapabilities, UNKNOWN_REQUEST_ID,
+    RootDescription, ServerCapabilities, UNKNOWN_REQUEST_ID,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,7 @@ enum Handshake {
 pub struct Session {
     state: Handshake,
     max_message_bytes: usize,
+    roots: Vec<RootDescription>,
 }
 
 /// What the transport does with one incoming message.
@@ -109,7 +110,14 @@ impl Session {
         Self {
             state: Handshake::AwaitingInitialize,
             max_message_bytes,
+            roots: Vec::new(),
         }
+    }
+
+    /// Announces `roots` in the `initialize` result, so that clients can find them.
+    pub fn with_roots(mut self, roots: Vec<RootDescription>) -> Self {
+        self.roots = roots;
+        self
     }
 
     /// Handles one incoming message as the server does and returns the reply, if any: fs calls
@@ -190,6 +198,7 @@ impl Session {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 max_message_bytes: self.max_message_bytes as u64,
                 data_frames: true,
+                roots: self.roots.clone(),
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")

@@ -131,7 +131,11 @@ pub(crate) fn start_write(
         );
     }
     tokio::spawn(async move {
-        let written = fs.write_file_stream(&p.path, p.size, rx).await;
+        let options = crate::WriteOptions {
+            mode: p.mode,
+            modified_at_ms: p.modified_at_ms,
+        };
+        let written = fs.write_file_stream(&p.path, p.size, options, rx).await;
         let reply = stream_reply(written.map(|()| p.size));
         log.finish(&reply, 0);
         send(&out, reply_message(id, reply)).await;

@@ -19,7 +19,8 @@
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
 //! - `load` (ignored; release, in `.ci/run`): the hostile connection shapes at once beside a
 //!   well-behaved client, with thread, memory and latency figures;
-//! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once.
+//! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
+//! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -28,6 +29,7 @@ mod common;
 mod serve;
 
 mod cap_std_gaps;
+mod cli;
 mod copies;
 mod faults;
 mod fuzz_regressions;

@@ -474,7 +474,7 @@ async fn the_cli_works_through_remote_command() {
         .unwrap();
     assert!(stat.status.success(), "{stat:?}");
     assert!(
-        String::from_utf8_lossy(&stat.stdout).contains("size: 6"),
+        String::from_utf8_lossy(&stat.stdout).contains("Size: 6 B (6 bytes)"),
         "{stat:?}"
     );
     assert_eq!(String::from_utf8_lossy(&stat.stderr), "");
@@ -482,7 +482,8 @@ async fn the_cli_works_through_remote_command() {
     assert!(!denied.status.success());
     let stderr = String::from_utf8_lossy(&denied.stderr);
     assert!(
-        stderr.contains("capfs: cat /etc/passwd:") && stderr.contains("outside every sandbox root"),
+        stderr.contains("capfs: cannot read '/etc/passwd':")
+            && stderr.contains("outside every sandbox root"),
         "{stderr}"
     );
 }

@@ -352,7 +352,7 @@ fn a_non_loopback_address_without_a_token_is_refused_at_start() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("capfs: listening on ws://0.0.0.0:0: refusing"),
+        stderr.contains("capfs: cannot listen on ws://0.0.0.0:0: refusing"),
         "{stderr}"
     );
 }

@@ -189,7 +189,7 @@ async fn capfs_get_and_put_stream_files_both_ways() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.starts_with("capfs: get "), "{stderr}");
+    assert!(stderr.starts_with("capfs: cannot stat "), "{stderr}");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

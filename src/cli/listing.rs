@@ -1,0 +1,466 @@
+//! `ls`, `stat` and `roots`: text like coreutils' for people, `--json` for scripts (one
+//! document, stable field names, raw values).
+
+use std::io::{self, Write};
+
+use futures_util::StreamExt;
+use serde::Serialize;
+
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, FileMetadata};
+
+use crate::fail::Failure;
+use crate::names::escape;
+use crate::paths::RootInfo;
+
+/// Metadata calls `ls -l` keeps in flight at once.
+const CONCURRENT_STATS: usize = 16;
+
+/// One listed name, as `ls --json` and `stat --json` print it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// The sandbox path.
+    pub path: String,
+    /// The last component (the path itself for `/`).
+    pub name: String,
+    /// `file`, `directory`, `symlink` or `other`: the entry itself, links not followed.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Permission bits (of the link's target for a symlink), 0 when unknown.
+    pub mode: u32,
+    /// Size in bytes (of the target for a symlink).
+    pub size: u64,
+    /// Modification time, ms since the Unix epoch (of the target for a symlink), 0 when unknown.
+    pub modified_at_ms: i64,
+    /// Creation time, ms since the Unix epoch, 0 when unknown.
+    pub created_at_ms: i64,
+    /// The link's text, for a symlink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// What a symlink points to: `file`, `directory`, `other`, or `missing` when it dangles or
+    /// leads outside the root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_type: Option<&'static str>,
+}
+
+fn kind_of(m: &FileMetadata) -> &'static str {
+    if m.is_directory {
+        "directory"
+    } else if m.is_file {
+        "file"
+    } else {
+        "other"
+    }
+}
+
+fn name_of(path: &AbsolutePathBuf) -> String {
+    path.file_name().map_or_else(
+        || path.to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
+}
+
+/// Builds the entry of `path`. `is_symlink` says what the listing already knows; a link's
+/// target may be missing, which is no error.
+async fn entry(
+    fs: &dyn ExecutorFileSystem,
+    path: AbsolutePathBuf,
+    is_symlink: Option<bool>,
+) -> io::Result<Entry> {
+    let metadata = fs.get_metadata(&path).await;
+    let is_symlink = match (&metadata, is_symlink) {
+        (_, Some(known)) => known,
+        (Ok(m), None) => m.is_symlink,
+        (Err(e), None) => return Err(io::Error::new(e.kind(), e.to_string())),
+    };
+    if !is_symlink {
+        let m = metadata?;
+        return Ok(Entry {
+            name: name_of(&path),
+            path: path.to_string(),
+            kind: kind_of(&m),
+            mode: m.mode,
+            size: m.size,
+            modified_at_ms: m.modified_at_ms,
+            created_at_ms: m.created_at_ms,
+            target: None,
+            target_type: None,
+        });
+    }
+    let target = fs
+        .read_link(&path)
+        .await
+        .ok()
+        .map(|t| t.to_string_lossy().into_owned());
+    let (target_type, m) = match metadata {
+        Ok(m) => (kind_of(&m), m),
+        Err(_) => ("missing", FileMetadata::default()),
+    };
+    Ok(Entry {
+        name: name_of(&path),
+        path: path.to_string(),
+        kind: "symlink",
+        mode: m.mode,
+        size: m.size,
+        modified_at_ms: m.modified_at_ms,
+        created_at_ms: m.created_at_ms,
+        target,
+        target_type: Some(target_type),
+    })
+}
+
+/// `ls`: each path, a directory's entries sorted by name.
+pub async fn ls(
+    fs: &dyn ExecutorFileSystem,
+    paths: &[AbsolutePathBuf],
+    long: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut sections: Vec<(Option<AbsolutePathBuf>, Vec<Entry>)> = Vec::new();
+    let mut failures = Vec::new();
+    let mut files = Vec::new();
+    for path in paths {
+        let shown = path.to_string();
+        let metadata = match fs.get_metadata(path).await {
+            Ok(m) => m,
+            Err(e) => {
+                failures.push(Failure::at("cannot access", &shown, &e));
+                continue;
+            }
+        };
+        // `ls -l LINK` shows the link itself, `ls LINK` what it points to, as ls does.
+        if !metadata.is_directory || metadata.is_symlink && long {
+            files.push((path, entry(fs, path.clone(), None).await));
+            continue;
+        }
+        let mut listed = match fs.read_directory(path).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                failures.push(Failure::at("cannot open directory", &shown, &e));
+                continue;
+            }
+        };
+        listed.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        let entries: Vec<Entry> = if long || json {
+            let mut out = Vec::with_capacity(listed.len());
+            let mut stats = futures_util::stream::iter(listed.into_iter().map(|e| {
+                let child = path.join(&e.file_name).expect("a listed name holds no NUL");
+                entry(fs, child, Some(e.is_symlink))
+            }))
+            .buffered(CONCURRENT_STATS);
+            while let Some(result) = stats.next().await {
+                match result {
+                    Ok(entry) => out.push(entry),
+                    // Removed since the listing: no longer there to show.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => failures.push(Failure::at("cannot access", &shown, &e)),
+                }
+            }
+            out
+        } else {
+            listed
+                .into_iter()
+                .map(|e| Entry {
+                    path: String::new(),
+                    name: e.file_name,
+                    kind: if e.is_symlink {
+                        "symlink"
+                    } else if e.is_directory {
+                        "directory"
+                    } else if e.is_file {
+                        "file"
+                    } else {
+                        "other"
+                    },
+                    mode: 0,
+                    size: 0,
+                    modified_at_ms: 0,
+                    created_at_ms: 0,
+                    target: None,
+                    target_type: None,
+                })
+                .collect()
+        };
+        sections.push((Some(path.clone()), entries));
+    }
+    let mut file_entries = Vec::new();
+    for (path, result) in files {
+        match result {
+            Ok(e) => file_entries.push(e),
+            Err(e) => failures.push(Failure::at("cannot access", &path.to_string(), &e)),
+        }
+    }
+    let mut out = io::stdout().lock();
+    let write = |r: io::Result<()>| r.map_err(|e| Failure::at("cannot write", "stdout", &e));
+    if json {
+        let all: Vec<&Entry> = file_entries
+            .iter()
+            .chain(sections.iter().flat_map(|(_, entries)| entries))
+            .collect();
+        write(serde_json::to_writer_pretty(&mut out, &all).map_err(io::Error::other))?;
+        write(writeln!(out))?;
+    } else {
+        let now = jiff::Timestamp::now();
+        // Files named on the command line are shown by their path, as ls does.
+        let named: Vec<Entry> = file_entries
+            .into_iter()
+            .map(|e| Entry {
+                name: e.path.clone(),
+                ..e
+            })
+            .collect();
+        print_entries(&mut out, &named, long, now).map_err(stdout_failure)?;
+        let headers = sections.len() + usize::from(!named.is_empty()) > 1;
+        for (i, (path, entries)) in sections.iter().enumerate() {
+            if headers {
+                if i > 0 || !named.is_empty() {
+                    write(writeln!(out))?;
+                }
+                if let Some(path) = path {
+                    write(writeln!(out, "{}:", escape(path.to_string().as_bytes())))?;
+                }
+            }
+            print_entries(&mut out, entries, long, now).map_err(stdout_failure)?;
+        }
+    }
+    drop(out);
+    first_failure(failures)
+}
+
+fn stdout_failure(e: io::Error) -> Failure {
+    Failure::at("cannot write", "stdout", &e)
+}
+
+/// Prints every failure but the last, and returns the last (which main prints) as the result.
+pub fn first_failure(mut failures: Vec<Failure>) -> Result<(), Failure> {
+    let last = failures.pop();
+    for failure in failures {
+        let _ = failure.report();
+    }
+    last.map_or(Ok(()), Err)
+}
+
+fn print_entries(
+    out: &mut impl Write,
+    entries: &[Entry],
+    long: bool,
+    now: jiff::Timestamp,
+) -> io::Result<()> {
+    if !long {
+        for e in entries {
+            let suffix = match e.kind {
+                "symlink" => "@",
+                "directory" => "/",
+                _ => "",
+            };
+            writeln!(out, "{}{suffix}", escape(e.name.as_bytes()))?;
+        }
+        return Ok(());
+    }
+    let width = entries
+        .iter()
+        .map(|e| e.size.to_string().len())
+        .max()
+        .unwrap_or(1);
+    for e in entries {
+        let (kind, mode) = match (e.kind, e.target.as_deref()) {
+            ("symlink", _) => ('l', 0o777),
+            ("directory", _) => ('d', e.mode),
+            ("file", _) => ('-', e.mode),
+            _ => ('?', e.mode),
+        };
+        let size = match &e.target {
+            Some(target) => target.len() as u64,
+            None => e.size,
+        };
+        write!(
+            out,
+            "{kind}{} {size:>width$} {} {}",
+            mode_string(mode),
+            ls_time(e.modified_at_ms, now),
+            escape(e.name.as_bytes())
+        )?;
+        if let Some(target) = &e.target {
+            write!(out, " -> {}", escape(target.as_bytes()))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// `rwxr-xr-x` with `s`/`S` and `t`/`T` as ls shows them.
+pub fn mode_string(mode: u32) -> String {
+    let bit = |mask: u32, c: char| if mode & mask != 0 { c } else { '-' };
+    let special = |exec: u32, special: u32, lower: char, upper: char| match (
+        mode & exec != 0,
+        mode & special != 0,
+    ) {
+        (true, true) => lower,
+        (false, true) => upper,
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    [
+        bit(0o400, 'r'),
+        bit(0o200, 'w'),
+        special(0o100, 0o4000, 's', 'S'),
+        bit(0o040, 'r'),
+        bit(0o020, 'w'),
+        special(0o010, 0o2000, 's', 'S'),
+        bit(0o004, 'r'),
+        bit(0o002, 'w'),
+        special(0o001, 0o1000, 't', 'T'),
+    ]
+    .iter()
+    .collect()
+}
+
+/// The time column of `ls -l`: `Dec  1 05:44` within six months, `Dec  1  2025` otherwise.
+fn ls_time(ms: i64, now: jiff::Timestamp) -> String {
+    let Some(zoned) = zoned(ms) else {
+        return format!("{:>12}", "-");
+    };
+    let six_months = jiff::SignedDuration::from_hours(24 * 182);
+    let age = now.duration_since(zoned.timestamp());
+    if age > six_months || age < -jiff::SignedDuration::from_hours(1) {
+        zoned.strftime("%b %e  %Y").to_string()
+    } else {
+        zoned.strftime("%b %e %H:%M").to_string()
+    }
+}
+
+fn zoned(ms: i64) -> Option<jiff::Zoned> {
+    if ms == 0 {
+        return None;
+    }
+    let timestamp = jiff::Timestamp::from_millisecond(ms).ok()?;
+    Some(timestamp.to_zoned(jiff::tz::TimeZone::system()))
+}
+
+/// A full time for `stat`: `2026-12-01 05:44:18.123 +0000`.
+fn stat_time(ms: i64) -> String {
+    zoned(ms).map_or_else(
+        || "-".to_string(),
+        |z| z.strftime("%Y-%m-%d %H:%M:%S%.3f %z").to_string(),
+    )
+}
+
+/// `stat`: one block per path, or one JSON array.
+pub async fn stat(
+    fs: &dyn ExecutorFileSystem,
+    paths: &[AbsolutePathBuf],
+    json: bool,
+) -> Result<(), Failure> {
+    let mut entries = Vec::new();
+    let mut failures = Vec::new();
+    for path in paths {
+        match entry(fs, path.clone(), None).await {
+            Ok(e) => entries.push(e),
+            Err(e) => failures.push(Failure::at("cannot stat", &path.to_string(), &e)),
+        }
+    }
+    let mut out = io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &entries)
+            .map_err(io::Error::other)
+            .and_then(|()| writeln!(out))
+            .map_err(stdout_failure)?;
+    } else {
+        for e in &entries {
+            print_stat(&mut out, e).map_err(stdout_failure)?;
+        }
+    }
+    drop(out);
+    first_failure(failures)
+}
+
+fn print_stat(out: &mut impl Write, e: &Entry) -> io::Result<()> {
+    let kind = match (e.kind, e.target_type) {
+        ("file", _) => "regular file".to_string(),
+        ("symlink", Some(target)) => format!("symbolic link to a {target}"),
+        (kind, _) => kind.to_string(),
+    };
+    writeln!(out, "    Path: {}", escape(e.path.as_bytes()))?;
+    writeln!(out, "    Type: {kind}")?;
+    if let Some(target) = &e.target {
+        writeln!(out, "  Target: {}", escape(target.as_bytes()))?;
+    }
+    writeln!(
+        out,
+        "    Size: {} ({} bytes)",
+        indicatif::HumanBytes(e.size),
+        e.size
+    )?;
+    let type_char = match e.kind {
+        "directory" => 'd',
+        "file" => '-',
+        "symlink" => 'l',
+        _ => '?',
+    };
+    writeln!(
+        out,
+        "    Mode: {:04o} ({type_char}{})",
+        e.mode,
+        mode_string(e.mode)
+    )?;
+    writeln!(out, "Modified: {}", stat_time(e.modified_at_ms))?;
+    writeln!(out, " Created: {}", stat_time(e.created_at_ms))?;
+    Ok(())
+}
+
+/// One root as `roots --json` prints it.
+#[derive(Serialize)]
+struct RootJson<'a> {
+    path: String,
+    access: &'a str,
+}
+
+/// `roots`: each root and its access.
+pub fn roots(roots: &[RootInfo], json: bool) -> Result<(), Failure> {
+    let access = |r: &RootInfo| {
+        if r.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        }
+    };
+    let mut out = io::stdout().lock();
+    if json {
+        let all: Vec<RootJson> = roots
+            .iter()
+            .map(|r| RootJson {
+                path: r.path.to_string(),
+                access: access(r),
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &all)
+            .map_err(io::Error::other)
+            .and_then(|()| writeln!(out))
+            .map_err(stdout_failure)?;
+        return Ok(());
+    }
+    for r in roots {
+        writeln!(
+            out,
+            "{}\t{}",
+            escape(r.path.to_string().as_bytes()),
+            access(r)
+        )
+        .map_err(stdout_failure)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_read_like_ls() {
+        assert_eq!(mode_string(0o755), "rwxr-xr-x");
+        assert_eq!(mode_string(0o644), "rw-r--r--");
+        assert_eq!(mode_string(0o4755), "rwsr-xr-x");
+        assert_eq!(mode_string(0o1777), "rwxrwxrwt");
+        assert_eq!(mode_string(0o2644), "rw-r-Sr--");
+    }
+}
