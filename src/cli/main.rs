@@ -436,13 +436,13 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         shutdown_timeout: args.shutdown_timeout,
         audit,
     };
+    let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
         .validate()
         .map_err(|e| Failure::usage(fail::reason(&e, "")))?;
     if args.read_limit == 0 {
         return Err(Failure::usage("--read-limit 0: must be at least 1"));
     }
-    let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");
         server::serve_stdio(fs, config, shutdown_signal())
