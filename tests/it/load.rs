@@ -24,11 +24,18 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::serve::{ServerProcess, Socket, WAIT, workspace};
 
-/// Bound on the server's threads while the hostile load runs: the runtime's workers plus the
-/// bounded blocking pool, with room to spare, far below the 512 that one client could pin.
-const MAX_SERVER_THREADS: u64 = 128;
-/// Bound on the server's resident memory while the hostile load runs.
-const MAX_SERVER_RSS_KIB: u64 = 512 * 1024;
+/// The server's bound on requests doing file work at once (`--max-blocking`, its default).
+const MAX_BLOCKING: u64 = 128;
+/// Bound on the server's threads while the hostile load runs: twice the file-work bound (a
+/// finished blocking task's thread may not be idle yet when the next one starts, so the pool
+/// runs somewhat past the permit count), plus the runtime's workers and a few more. Without
+/// the bound, the 576 hostile streams below would each pin a thread, up to the pool's 512.
+const MAX_SERVER_THREADS: u64 = 2 * MAX_BLOCKING + 16;
+/// Bound on the server's resident memory while the hostile load runs: what the stalled
+/// readers may hold by design (per connection, a 1 MiB read batch for each of its running
+/// streams and 32 queued frames of 256 KiB) plus 256 MiB for everything else.
+const MAX_SERVER_RSS_KIB: u64 =
+    HOSTILE_CONNECTIONS as u64 * (HOSTILE_STREAMS as u64 * 1024 + 32 * 256) + 256 * 1024;
 /// Rounds of the well-behaved client's workload (six calls each).
 const ROUNDS: usize = 100;
 /// A well-behaved call that takes longer than this counts as hung.
