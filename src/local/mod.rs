@@ -14,8 +14,11 @@
 //!
 //! Dropping the future of an operation does not stop it: the blocking work runs to completion
 //! (or failure) on its thread, and its result is discarded. Every mutation is either atomic
-//! (`write_file`, `rename`, file `copy`) or leaves a consistent, partially done tree (recursive
-//! `remove` and `copy`), never a half-written file.
+//! (`write_file`, file `copy`), done in steps that each leave a whole entry (`rename`, and the
+//! removal of a directory, first move the entry to a private `.capfs-claim-*` name in its
+//! directory, so that a sandbox root exchanged under the name is recognised; a crash between
+//! the steps leaves the entry under that name), or leaves a consistent, partially done tree
+//! (recursive `remove` and `copy`), never a half-written file.
 
 mod claim;
 mod contents;
@@ -25,6 +28,7 @@ mod read;
 mod remove;
 mod rename;
 mod resolve;
+mod tree;
 mod walk;
 mod write;
 
@@ -35,7 +39,7 @@ use async_trait::async_trait;
 
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
 };
 
 /// The default largest file `read_file` returns: 512 MiB.
@@ -262,5 +266,10 @@ impl ExecutorFileSystem for LocalFileSystem {
         let (path, target) = (path.clone(), target.to_path_buf());
         self.run(move |fs| metadata::create_symlink(fs, &path, &target))
             .await
+    }
+
+    async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
+        let (path, options) = (path.clone(), options.clone());
+        self.run(move |fs| tree::walk(fs, &path, &options)).await
     }
 }
