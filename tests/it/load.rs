@@ -6,7 +6,7 @@
 //! `cargo test --release --test it -- --ignored --nocapture load::`
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -105,8 +105,9 @@ async fn next_reply(stream: &mut SplitStream<Socket>) -> Option<Value> {
 
 /// Shape: a peer that sends half an HTTP upgrade request and then nothing, dialling again
 /// whenever the server cuts it at its handshake deadline.
-async fn half_open_peer(url: String, stop: Arc<AtomicBool>) {
+async fn half_open_peer(url: String, ready: Arc<AtomicUsize>, stop: Arc<AtomicBool>) {
     let address = url.strip_prefix("ws://").unwrap().to_string();
+    let mut first = true;
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut peer) = TcpStream::connect(&address).await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -115,6 +116,9 @@ async fn half_open_peer(url: String, stop: Arc<AtomicBool>) {
         let _ = peer
             .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")
             .await;
+        if std::mem::take(&mut first) {
+            ready.fetch_add(1, Ordering::Relaxed);
+        }
         let mut byte = [0u8; 1];
         while !stop.load(Ordering::Relaxed) {
             let read = tokio::time::timeout(Duration::from_millis(100), peer.read(&mut byte));
@@ -127,7 +131,13 @@ async fn half_open_peer(url: String, stop: Arc<AtomicBool>) {
 
 /// Shape: `HOSTILE_STREAMS` streamed writes of 10 bytes that never get their data; each one
 /// the server ends (idle timeout, refusal) is replaced by a new one.
-async fn silent_writer(url: String, dir: std::path::PathBuf, n: usize, stop: Arc<AtomicBool>) {
+async fn silent_writer(
+    url: String,
+    dir: std::path::PathBuf,
+    n: usize,
+    ready: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+) {
     let (mut sink, mut stream) = raw_ready(&url).await;
     let mut next = 1u64;
     let write = |id: u64| {
@@ -142,6 +152,7 @@ async fn silent_writer(url: String, dir: std::path::PathBuf, n: usize, stop: Arc
         let _ = sink.send(write(next)).await;
         next += 1;
     }
+    ready.fetch_add(1, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         match tokio::time::timeout(Duration::from_millis(100), next_reply(&mut stream)).await {
             Ok(Some(_)) => {
@@ -156,7 +167,12 @@ async fn silent_writer(url: String, dir: std::path::PathBuf, n: usize, stop: Arc
 
 /// Shape: `HOSTILE_STREAMS` streamed reads of a 4 MiB file on a connection whose socket is
 /// never read again.
-async fn stalled_reader(url: String, file: std::path::PathBuf, stop: Arc<AtomicBool>) {
+async fn stalled_reader(
+    url: String,
+    file: std::path::PathBuf,
+    ready: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+) {
     let (mut sink, stream) = raw_ready(&url).await;
     for id in 1..=HOSTILE_STREAMS as u64 {
         let read = request(
@@ -168,6 +184,7 @@ async fn stalled_reader(url: String, file: std::path::PathBuf, stop: Arc<AtomicB
             return;
         }
     }
+    ready.fetch_add(1, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -325,18 +342,39 @@ async fn hostile_shapes_at_once_never_starve_a_well_behaved_client() {
     let big = hostile_dir.join("big");
     std::fs::write(&big, vec![0x5au8; HOSTILE_READ_BYTES as usize]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicUsize::new(0));
     let mut hostile = JoinSet::new();
     for _ in 0..HALF_OPEN_PEERS {
-        hostile.spawn(half_open_peer(url.clone(), Arc::clone(&stop)));
+        hostile.spawn(half_open_peer(
+            url.clone(),
+            Arc::clone(&ready),
+            Arc::clone(&stop),
+        ));
     }
     for n in 0..HOSTILE_CONNECTIONS {
         hostile.spawn(silent_writer(
             url.clone(),
             hostile_dir.clone(),
             n,
+            Arc::clone(&ready),
             Arc::clone(&stop),
         ));
-        hostile.spawn(stalled_reader(url.clone(), big.clone(), Arc::clone(&stop)));
+        hostile.spawn(stalled_reader(
+            url.clone(),
+            big.clone(),
+            Arc::clone(&ready),
+            Arc::clone(&stop),
+        ));
+    }
+    // The well-behaved client starts once every hostile peer has sent what it holds open.
+    let hostile_peers = HALF_OPEN_PEERS + 2 * HOSTILE_CONNECTIONS;
+    let deadline = Instant::now() + WAIT;
+    while ready.load(Ordering::Relaxed) < hostile_peers {
+        assert!(
+            Instant::now() < deadline,
+            "the hostile peers did not set up"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let queued = tokio::spawn(writes_then_ordinary_request(
         url.clone(),
