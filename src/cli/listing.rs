@@ -291,13 +291,14 @@ fn print_entries(
 /// `rwxr-xr-x` with `s`/`S` and `t`/`T` as ls shows them.
 pub fn mode_string(mode: u32) -> String {
     let bit = |mask: u32, c: char| if mode & mask != 0 { c } else { '-' };
-    let special = |exec: u32, special: u32, lower: char, upper: char| {
-        match (mode & exec != 0, mode & special != 0) {
-            (true, true) => lower,
-            (false, true) => upper,
-            (true, false) => 'x',
-            (false, false) => '-',
-        }
+    let special = |exec: u32, special: u32, lower: char, upper: char| match (
+        mode & exec != 0,
+        mode & special != 0,
+    ) {
+        (true, true) => lower,
+        (false, true) => upper,
+        (true, false) => 'x',
+        (false, false) => '-',
     };
     [
         bit(0o400, 'r'),
@@ -416,7 +417,13 @@ struct RootJson<'a> {
 
 /// `roots`: each root and its access.
 pub fn roots(roots: &[RootInfo], json: bool) -> Result<(), Failure> {
-    let access = |r: &RootInfo| if r.read_only { "read-only" } else { "read-write" };
+    let access = |r: &RootInfo| {
+        if r.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        }
+    };
     let mut out = io::stdout().lock();
     if json {
         let all: Vec<RootJson> = roots

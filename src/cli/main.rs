@@ -219,7 +219,10 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             }
             transfer::cat(&backend, &files).await
         }
-        Command::Get { transfer, mut paths } => {
+        Command::Get {
+            transfer,
+            mut paths,
+        } => {
             let destination = PathBuf::from(paths.pop().expect("clap requires two"));
             let sources = expand_all(&paths).await?;
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
@@ -227,7 +230,10 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let pairs: Vec<_> = sources.into_iter().zip(targets).collect();
             transfer::get(&backend, &pairs, transfer).await
         }
-        Command::Put { transfer, mut paths } => {
+        Command::Put {
+            transfer,
+            mut paths,
+        } => {
             let destination = paths.pop().expect("clap requires two");
             let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s)).collect();
@@ -238,7 +244,10 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let pairs: Vec<_> = sources.into_iter().zip(targets).collect();
             transfer::put(&backend, &pairs, transfer).await
         }
-        Command::Cp { recursive, mut paths } => {
+        Command::Cp {
+            recursive,
+            mut paths,
+        } => {
             let destination = paths.pop().expect("clap requires two");
             let sources = expand_all(&paths).await?;
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
@@ -298,7 +307,11 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                 let path = resolver.path(arg)?;
                 let options = CreateDirectoryOptions { recursive: parents };
                 if let Err(e) = fs.create_directory(&path, options).await {
-                    failures.push(Failure::at("cannot create directory", &path.to_string(), &e));
+                    failures.push(Failure::at(
+                        "cannot create directory",
+                        &path.to_string(),
+                        &e,
+                    ));
                 }
             }
             listing::first_failure(failures)
@@ -320,8 +333,7 @@ fn plan_destinations<P>(
     join: impl Fn(&OsString) -> Result<P, Failure>,
     itself: P,
 ) -> Result<Vec<P>, Failure> {
-    let not_a_directory =
-        || Failure::usage(format!("target {} is not a directory", quote(shown)));
+    let not_a_directory = || Failure::usage(format!("target {} is not a directory", quote(shown)));
     if is_directory {
         return names
             .iter()
@@ -376,10 +388,7 @@ async fn remote_destinations(
         )));
     }
     let target = matches.remove(0);
-    let is_directory = fs
-        .get_metadata(&target)
-        .await
-        .is_ok_and(|m| m.is_directory);
+    let is_directory = fs.get_metadata(&target).await.is_ok_and(|m| m.is_directory);
     plan_destinations(
         names,
         destination,

@@ -83,7 +83,8 @@ impl Backend {
                     }
                     io::Result::Ok(())
                 };
-                let (written, fed) = tokio::join!(fs.write_file_stream(path, size, options, rx), feed);
+                let (written, fed) =
+                    tokio::join!(fs.write_file_stream(path, size, options, rx), feed);
                 fed?;
                 written?;
             }

@@ -202,7 +202,9 @@ fn follow_links(path: &Path) -> io::Result<PathBuf> {
             Err(e) => return Err(e),
         }
     }
-    Err(io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()))
+    Err(io::Error::from_raw_os_error(
+        rustix::io::Errno::LOOP.raw_os_error(),
+    ))
 }
 
 impl Sink {
@@ -479,7 +481,10 @@ async fn remote_tree(
                     size,
                 });
             } else {
-                warnings.push(format!("skipping special file {}", quote(&child.to_string())));
+                warnings.push(format!(
+                    "skipping special file {}",
+                    quote(&child.to_string())
+                ));
             }
         }
     }
@@ -490,7 +495,10 @@ async fn remote_tree(
 fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failure> {
     let shown = |p: &Path| p.to_string_lossy().into_owned();
     let fail = |p: &Path, e: io::Error| Failure::at("cannot read local directory", &shown(p), &e);
-    let top_mode = fs::metadata(top).map_err(|e| fail(top, e))?.permissions().mode();
+    let top_mode = fs::metadata(top)
+        .map_err(|e| fail(top, e))?
+        .permissions()
+        .mode();
     let mut nodes = vec![Node::Directory {
         rel: PathBuf::new(),
         mode: top_mode,
@@ -533,10 +541,12 @@ fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failu
 }
 
 fn totals(nodes: &[Node]) -> (u64, u64) {
-    nodes.iter().fold((0, 0), |(files, bytes), node| match node {
-        Node::File { size, .. } => (files + 1, bytes + size),
-        _ => (files, bytes),
-    })
+    nodes
+        .iter()
+        .fold((0, 0), |(files, bytes), node| match node {
+            Node::File { size, .. } => (files + 1, bytes + size),
+            _ => (files, bytes),
+        })
 }
 
 /// One `get` source, a file or (with `-r`) a tree, to `destination`, which is the final name.
@@ -605,8 +615,15 @@ pub async fn get(
                         .get_metadata(&remote)
                         .await
                         .map_err(|e| Failure::at("cannot stat", &remote.to_string(), &e))?;
-                    get_file(fs, &remote, &m, &destination.join(&rel), options, &mut progress)
-                        .await?;
+                    get_file(
+                        fs,
+                        &remote,
+                        &m,
+                        &destination.join(&rel),
+                        options,
+                        &mut progress,
+                    )
+                    .await?;
                 }
                 Node::Symlink { rel, target } => {
                     let local = destination.join(&rel);
@@ -640,11 +657,18 @@ pub async fn put(
         if is_dir {
             if !options.recursive {
                 return Err(Failure::plain(
-                    format!("{}: is a directory (use -r)", quote(&source.to_string_lossy())),
+                    format!(
+                        "{}: is a directory (use -r)",
+                        quote(&source.to_string_lossy())
+                    ),
                     EXIT_FAILURE,
                 ));
             }
-            plans.push((source, destination, Some(local_tree(source, &mut warnings)?)));
+            plans.push((
+                source,
+                destination,
+                Some(local_tree(source, &mut warnings)?),
+            ));
         } else {
             plans.push((source, destination, None));
         }

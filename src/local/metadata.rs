@@ -123,7 +123,10 @@ pub(crate) fn read_directory(
 pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBuf> {
     let resolved = fs.sandbox.resolve(path)?;
     if resolved.is_root() {
-        return Err(with_path(path, io::Error::from(io::ErrorKind::InvalidInput)));
+        return Err(with_path(
+            path,
+            io::Error::from(io::ErrorKind::InvalidInput),
+        ));
     }
     let (parent_rel, name) = walk::split(&resolved.rel);
     let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
@@ -132,15 +135,14 @@ pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBu
         .map_err(|e| with_path(path, e))
 }
 
-pub(crate) fn create_symlink(
-    fs: &Inner,
-    path: &AbsolutePathBuf,
-    target: &Path,
-) -> io::Result<()> {
+pub(crate) fn create_symlink(fs: &Inner, path: &AbsolutePathBuf, target: &Path) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     if resolved.is_root() {
-        return Err(with_path(path, io::Error::from(io::ErrorKind::AlreadyExists)));
+        return Err(with_path(
+            path,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
     }
     let (parent_rel, name) = walk::split(&resolved.rel);
     let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;

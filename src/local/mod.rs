@@ -137,10 +137,8 @@ impl LocalFileSystem {
         mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     ) -> FileSystemResult<()> {
         let path = path.clone();
-        self.run(move |fs| {
-            write::write_stream(fs, &path, size, options, || chunks.blocking_recv())
-        })
-        .await
+        self.run(move |fs| write::write_stream(fs, &path, size, options, || chunks.blocking_recv()))
+            .await
     }
 
     async fn run<T, F>(&self, op: F) -> FileSystemResult<T>

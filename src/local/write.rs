@@ -11,12 +11,14 @@ use cap_tempfile::TempFile;
 
 use super::walk::{self, MAX_SYMLINK_HOPS};
 use super::{Inner, resolve};
-use crate::{AbsolutePathBuf, WriteOptions};
 use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
+use crate::{AbsolutePathBuf, WriteOptions};
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
-    write_with(fs, path, WriteOptions::default(), |file| file.write_all(contents))
+    write_with(fs, path, WriteOptions::default(), |file| {
+        file.write_all(contents)
+    })
 }
 
 /// Writes exactly `size` bytes taken from `next_chunk` (`None` ends the stream early), then

@@ -184,7 +184,11 @@ impl Client {
         }
         let started = std::time::Instant::now();
         let reply = self.start_call(method, params).await?.await;
-        tracing::debug!(method, ms = started.elapsed().as_secs_f64() * 1000.0, "call");
+        tracing::debug!(
+            method,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "call"
+        );
         match reply {
             Ok(Err(e)) if e.code == METHOD_NOT_FOUND => Err(unsupported()),
             reply => finish(method, reply),

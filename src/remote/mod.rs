@@ -24,9 +24,8 @@ use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
     CreateSymlinkParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
     FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
-    FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse,
-    ReadFileResponse, ReadLinkResponse, RemoveParams, RenameParams, RootDescription,
-    WriteFileParams,
+    FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse, ReadFileResponse,
+    ReadLinkResponse, RemoveParams, RenameParams, RootDescription, WriteFileParams,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
@@ -221,7 +220,12 @@ impl ExecutorFileSystem for RemoteFileSystem {
         };
         let _: Empty = self
             .client
-            .capfs_call(CAPFS_CREATE_SYMLINK_METHOD, params, path, "creating symlinks")
+            .capfs_call(
+                CAPFS_CREATE_SYMLINK_METHOD,
+                params,
+                path,
+                "creating symlinks",
+            )
             .await?;
         Ok(())
     }

@@ -18,7 +18,8 @@ use super::session::{self, FsCall, Session, Step, is_stream_method};
 use super::{handler, stream};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    ErrorObject, FS_GET_METADATA_METHOD, RequestId, RootDescription, SERVER_BUSY, data_frame_stream,
+    ErrorObject, FS_GET_METADATA_METHOD, RequestId, RootDescription, SERVER_BUSY,
+    data_frame_stream,
 };
 use crate::{ExecutorFileSystem, LocalFileSystem};
 
@@ -46,10 +47,15 @@ pub(crate) struct Connection {
 impl Connection {
     pub(crate) fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
-        let roots = shared.fs.sandbox().roots().iter().map(|root| RootDescription {
-            path: root.path().clone(),
-            access: root.access().into(),
-        });
+        let roots = shared
+            .fs
+            .sandbox()
+            .roots()
+            .iter()
+            .map(|root| RootDescription {
+                path: root.path().clone(),
+                access: root.access().into(),
+            });
         let session = Session::new(shared.config.max_message_bytes).with_roots(roots.collect());
         Self {
             shared,

@@ -8,12 +8,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::protocol::{
-    CopyParams, CreateDirectoryParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
+    CreateSymlinkParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
     FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
     FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, PathParams, ReadDirectoryResponse, ReadFileResponse, RemoveParams,
-    RenameParams, WriteFileParams, CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD,
-    CreateSymlinkParams, ReadLinkResponse,
+    METHOD_NOT_FOUND, PathParams, ReadDirectoryResponse, ReadFileResponse, ReadLinkResponse,
+    RemoveParams, RenameParams, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,

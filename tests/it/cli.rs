@@ -113,7 +113,12 @@ fn mode_of(path: impl AsRef<Path>) -> u32 {
 }
 
 fn mkfifo(path: &Path) {
-    rustix::fs::mkfifoat(rustix::fs::CWD, path, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
 }
 
 /// Waits until `condition` holds, or fails after [`WAIT`].
@@ -174,11 +179,15 @@ async fn get_to_stdout_fifos_and_symlinks_writes_through_and_replaces_nothing() 
 
     // `-` and /dev/stdout both reach our stdout, a pipe here.
     for destination in ["-", "/dev/stdout"] {
-        let before = fs::symlink_metadata(destination).ok().map(|m| m.file_type());
+        let before = fs::symlink_metadata(destination)
+            .ok()
+            .map(|m| m.file_type());
         let out = env.run(&["get", "-q", &source, destination]);
         assert!(out.status.success(), "{destination}: {}", describe(&out));
         assert_eq!(out.stdout, data, "{destination}");
-        let after = fs::symlink_metadata(destination).ok().map(|m| m.file_type());
+        let after = fs::symlink_metadata(destination)
+            .ok()
+            .map(|m| m.file_type());
         assert_eq!(before, after, "{destination} changed type");
     }
     assert!(fs::symlink_metadata("/dev/stdout").unwrap().is_symlink());
@@ -187,7 +196,11 @@ async fn get_to_stdout_fifos_and_symlinks_writes_through_and_replaces_nothing() 
     fs::write(env.local.join("target"), "old").unwrap();
     std::os::unix::fs::symlink("target", env.local.join("link")).unwrap();
     env.ok(&["get", &source, &env.local("link")]);
-    assert!(fs::symlink_metadata(env.local.join("link")).unwrap().is_symlink());
+    assert!(
+        fs::symlink_metadata(env.local.join("link"))
+            .unwrap()
+            .is_symlink()
+    );
     assert_eq!(fs::read(env.local.join("target")).unwrap(), data);
 
     // A FIFO: written in place (a reader gets the bytes), still a FIFO afterwards.
@@ -207,7 +220,12 @@ async fn get_to_stdout_fifos_and_symlinks_writes_through_and_replaces_nothing() 
 
     // A character device is written in place too.
     env.ok(&["get", &source, "/dev/null"]);
-    assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    assert!(
+        fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
 
     // Nothing but what we made is left in the directory: no temporary files.
     assert_eq!(names_in(&env.local), ["fifo", "link", "target"]);
@@ -247,8 +265,10 @@ async fn stalling_server() -> (String, tokio::task::JoinHandle<()>) {
             let request: serde_json::Value = serde_json::from_str(&text).unwrap();
             let id = request["id"].clone();
             let result = match request["method"].as_str().unwrap_or("") {
-                "initialize" => serde_json::json!({"capfs": {"version": "0", "maxMessageBytes": 1 << 20,
-                    "dataFrames": true, "roots": [{"path": "/ws", "access": "read-write"}]}}),
+                "initialize" => {
+                    serde_json::json!({"capfs": {"version": "0", "maxMessageBytes": 1 << 20,
+                    "dataFrames": true, "roots": [{"path": "/ws", "access": "read-write"}]}})
+                }
                 "fs/getMetadata" => serde_json::json!({"isDirectory": false, "isFile": true,
                     "size": 1 << 20, "mode": 420}),
                 "capfs/readFileStream" => {
@@ -324,11 +344,29 @@ async fn modes_travel_both_ways_and_p_keeps_mtimes() {
     old.set_modified(past).unwrap();
     drop(old);
     env.ok(&["put", script.to_str().unwrap(), &env.ws("fresh.sh")]);
-    assert_ne!(fs::metadata(env.ws.join("fresh.sh")).unwrap().modified().unwrap(), past);
+    assert_ne!(
+        fs::metadata(env.ws.join("fresh.sh"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        past
+    );
     env.ok(&["put", "-p", script.to_str().unwrap(), &env.ws("kept.sh")]);
-    assert_eq!(fs::metadata(env.ws.join("kept.sh")).unwrap().modified().unwrap(), past);
+    assert_eq!(
+        fs::metadata(env.ws.join("kept.sh"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        past
+    );
     env.ok(&["get", "-p", &env.ws("kept.sh"), &env.local("kept.sh")]);
-    assert_eq!(fs::metadata(env.local.join("kept.sh")).unwrap().modified().unwrap(), past);
+    assert_eq!(
+        fs::metadata(env.local.join("kept.sh"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        past
+    );
 }
 
 /// A tree of 1,000 files in 10 directories, with executables, a relative and a dangling
@@ -389,7 +427,10 @@ async fn put_r_and_get_r_copy_a_tree_of_a_thousand_files_with_links() {
     let out = env.run(&["put", "-r", tree.to_str().unwrap(), &env.ws("")]);
     assert!(out.status.success(), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("warning: skipping special file"), "{stderr}");
+    assert!(
+        stderr.contains("warning: skipping special file"),
+        "{stderr}"
+    );
     assert!(stderr.contains("fifo"), "{stderr}");
     assert!(stderr.contains("put 1000 files"), "{stderr}");
     let mut expected = snapshot(&tree);
@@ -459,8 +500,14 @@ async fn remote_globs_expand_against_listings_and_double_dash_turns_them_off() {
         fs::write(env.ws.join("d").join(name), name).unwrap();
     }
     let listed = env.ok(&["ls", &env.ws("d/*.txt")]);
-    assert!(listed.contains("a.txt") && listed.contains("b.txt"), "{listed}");
-    assert!(!listed.contains("c.md") && !listed.contains("hidden"), "{listed}");
+    assert!(
+        listed.contains("a.txt") && listed.contains("b.txt"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("c.md") && !listed.contains("hidden"),
+        "{listed}"
+    );
     let cat = env.ok(&["cat", &env.ws("d/[ab].txt")]);
     assert_eq!(cat, "a.txtb.txt");
     // A destination pattern that matches nothing never becomes a file named `*.txt`.
@@ -488,9 +535,15 @@ async fn ls_l_stat_and_json_show_what_ls_shows_and_escape_names() {
     assert_eq!(lines.len(), 4, "{long}");
     assert!(lines[0].starts_with("-rw-r----- 1536 "), "{long}");
     assert!(lines[0].ends_with(" data"), "{long}");
-    assert!(lines[1].ends_with(" 'evil'$'\\033''[2Jname'$'\\n'"), "{long}");
+    assert!(
+        lines[1].ends_with(" 'evil'$'\\033''[2Jname'$'\\n'"),
+        "{long}"
+    );
     assert!(lines[2].starts_with("lrwxrwxrwx    4 ") && lines[2].ends_with(" link -> data"));
-    assert!(lines[3].starts_with("drwx") && lines[3].ends_with(" sub"), "{long}");
+    assert!(
+        lines[3].starts_with("drwx") && lines[3].ends_with(" sub"),
+        "{long}"
+    );
     assert!(!long.contains('\x1b'), "{long:?}");
 
     let stat = env.ok(&["stat", &env.ws("data")]);
@@ -498,7 +551,8 @@ async fn ls_l_stat_and_json_show_what_ls_shows_and_escape_names() {
     assert!(stat.contains("Mode: 0640 (-rw-r-----)"), "{stat}");
     assert!(stat.contains("Type: regular file"), "{stat}");
 
-    let json: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json", &env.ws("")])).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["ls", "--json", &env.ws("")])).unwrap();
     let entries = json.as_array().unwrap();
     assert_eq!(entries.len(), 4);
     let link = entries.iter().find(|e| e["name"] == "link").unwrap();
@@ -542,15 +596,23 @@ async fn roots_are_listed_and_relative_paths_start_at_cd_or_the_only_root() {
     let roots = run(&["roots"]);
     assert_eq!(
         String::from_utf8_lossy(&roots.stdout),
-        format!("{}\tread-write\n{}\tread-only\n", ws.display(), ro.display())
+        format!(
+            "{}\tread-write\n{}\tread-only\n",
+            ws.display(),
+            ro.display()
+        )
     );
-    let json: serde_json::Value = serde_json::from_slice(&run(&["roots", "--json"]).stdout).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&run(&["roots", "--json"]).stdout).unwrap();
     assert_eq!(json[1]["access"], "read-only");
     // Two roots: a relative path needs --cd, and the refusal says so.
     let refused = run(&["ls", "sub"]);
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("--cd") && stderr.contains(ws.to_str().unwrap()), "{stderr}");
+    assert!(
+        stderr.contains("--cd") && stderr.contains(ws.to_str().unwrap()),
+        "{stderr}"
+    );
     let cd = run(&["--cd", ws.join("sub").to_str().unwrap(), "cat", "a"]);
     assert_eq!(cd.stdout, b"a", "{}", describe(&cd));
 
@@ -560,7 +622,12 @@ async fn roots_are_listed_and_relative_paths_start_at_cd_or_the_only_root() {
         .args(["--root", ".", "ls", "."])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&one.stdout), "sub/\n", "{}", describe(&one));
+    assert_eq!(
+        String::from_utf8_lossy(&one.stdout),
+        "sub/\n",
+        "{}",
+        describe(&one)
+    );
     let roots = client()
         .current_dir(&ws)
         .args(["--root", ".", "roots"])
@@ -620,7 +687,14 @@ async fn flags_win_over_the_environment_and_serve_help_is_its_own() {
     fs::write(ws.join("a"), "a").unwrap();
     // An exported CAPFS_REMOTE does not break `capfs serve --root X`.
     let mut serve = client()
-        .args(["serve", "--read-limit", "1G", "--max-message-bytes", "16M", "--root"])
+        .args([
+            "serve",
+            "--read-limit",
+            "1G",
+            "--max-message-bytes",
+            "16M",
+            "--root",
+        ])
         .arg(&ws)
         .env("CAPFS_REMOTE", "ws://127.0.0.1:1")
         .stdout(Stdio::piped())
@@ -663,11 +737,20 @@ async fn flags_win_over_the_environment_and_serve_help_is_its_own() {
 
     let help = client().args(["serve", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("--listen") && help.contains("--read-limit"), "{help}");
-    assert!(!help.contains("--remote") && !help.contains("--cd"), "{help}");
+    assert!(
+        help.contains("--listen") && help.contains("--read-limit"),
+        "{help}"
+    );
+    assert!(
+        !help.contains("--remote") && !help.contains("--cd"),
+        "{help}"
+    );
     let get_help = client().args(["get", "--help"]).output().unwrap();
     assert!(String::from_utf8_lossy(&get_help.stdout).contains("SOURCE... DEST"));
-    let bad = client().args(["serve", "--root", "/", "--read-limit", "1Q"]).output().unwrap();
+    let bad = client()
+        .args(["serve", "--root", "/", "--read-limit", "1Q"])
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
 
@@ -677,23 +760,40 @@ async fn completions_man_page_and_verbose_calls() {
         let out = client().args(["completions", shell]).output().unwrap();
         assert!(out.status.success());
         let script = String::from_utf8_lossy(&out.stdout);
-        assert!(script.contains("capfs") && script.contains("roots"), "{shell}");
+        assert!(
+            script.contains("capfs") && script.contains("roots"),
+            "{shell}"
+        );
     }
     let man = client().arg("man").output().unwrap();
     let man = String::from_utf8_lossy(&man.stdout);
     assert!(man.contains(".TH capfs") && man.contains("serve"), "{man}");
 
     let env = Env::new().await;
-    let out = env.command().args(["-v", "stat", &env.ws("")]).output().unwrap();
+    let out = env
+        .command()
+        .args(["-v", "stat", &env.ws("")])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("fs/getMetadata") && stderr.contains("ms="), "{stderr}");
+    assert!(
+        stderr.contains("fs/getMetadata") && stderr.contains("ms="),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_command_times_out_and_its_whole_process_group_ends() {
     // A command that never speaks: the connect timeout ends the wait.
     let out = client()
-        .args(["--connect-timeout", "300ms", "--remote-command", "sleep 100", "ls", "/"])
+        .args([
+            "--connect-timeout",
+            "300ms",
+            "--remote-command",
+            "sleep 100",
+            "ls",
+            "/",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
@@ -708,11 +808,22 @@ async fn a_remote_command_times_out_and_its_whole_process_group_ends() {
         pid_file.display()
     );
     let out = client()
-        .args(["--connect-timeout", "2s", "--remote-command", &command, "ls", "/"])
+        .args([
+            "--connect-timeout",
+            "2s",
+            "--remote-command",
+            &command,
+            "ls",
+            "/",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
-    let pid: i32 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     // Gone, or a zombie nobody has reaped yet: either way no longer listening.
     wait_for("the orphaned server to end", || {
         match fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -768,4 +879,89 @@ async fn six_hundred_mib_go_both_ways_with_default_limits() {
     }
     assert!(cat.wait().unwrap().success());
     assert_eq!(total, 600 << 20);
+}
+
+/// A TLS-terminating proxy in front of `upstream` (a `capfs serve` URL) on 127.0.0.1 port 0,
+/// with a certificate for 127.0.0.1 from a new certificate authority. Returns the proxy's
+/// port and the authority's certificate (PEM).
+async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::JoinHandle<()>) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        tokio_rustls::rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let upstream = upstream.trim_start_matches("ws://").to_string();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends the handshake: nothing to proxy.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut plain = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    (port, ca.pem(), task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wss_works_through_a_tls_terminating_proxy() {
+    let env = Env::new().await;
+    fs::write(env.ws.join("a"), "through tls").unwrap();
+    let (port, ca_pem, proxy) = tls_proxy(&env.server.url).await;
+    let ca_file = env.local.join("ca.pem");
+    fs::write(&ca_file, ca_pem).unwrap();
+    let url = format!("wss://127.0.0.1:{port}");
+    let out = client()
+        .args([
+            "--remote",
+            &url,
+            "--ca-file",
+            ca_file.to_str().unwrap(),
+            "cat",
+        ])
+        .arg(env.ws.join("a"))
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"through tls", "{}", describe(&out));
+    // The platform's roots alone do not know this authority: a connection failure.
+    let out = client()
+        .args(["--remote", &url, "cat"])
+        .arg(env.ws.join("a"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("certificate"),
+        "{}",
+        describe(&out)
+    );
+    proxy.abort();
 }

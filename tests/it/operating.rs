@@ -482,7 +482,8 @@ async fn the_cli_works_through_remote_command() {
     assert!(!denied.status.success());
     let stderr = String::from_utf8_lossy(&denied.stderr);
     assert!(
-        stderr.contains("capfs: cannot read '/etc/passwd':") && stderr.contains("outside every sandbox root"),
+        stderr.contains("capfs: cannot read '/etc/passwd':")
+            && stderr.contains("outside every sandbox root"),
         "{stderr}"
     );
 }
