@@ -19,16 +19,12 @@ impl Environment {
         }
     }
 
-    /// A remote file system served by `capfs serve` at `url`, with an optional bearer token.
+    /// A remote file system served by `capfs serve` at `url` (`ws://HOST:PORT`).
     ///
     /// # Errors
     ///
     /// Whatever [`RemoteFileSystem::connect`] returns.
-    pub async fn remote(url: &str, token: Option<String>) -> io::Result<Self> {
-        let options = RemoteOptions {
-            token,
-            ..RemoteOptions::default()
-        };
+    pub async fn remote(url: &str, options: RemoteOptions) -> io::Result<Self> {
         let remote = RemoteFileSystem::connect(url, options).await?;
         Ok(Self {
             file_system: Arc::new(remote),
@@ -41,8 +37,8 @@ impl Environment {
     /// # Errors
     ///
     /// Whatever [`RemoteFileSystem::connect_command`] returns.
-    pub async fn remote_command(command: &str) -> io::Result<Self> {
-        let remote = RemoteFileSystem::connect_command(command, RemoteOptions::default()).await?;
+    pub async fn remote_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
+        let remote = RemoteFileSystem::connect_command(command, options).await?;
         Ok(Self {
             file_system: Arc::new(remote),
         })

@@ -1,4 +1,8 @@
 //! Every error capfs builds itself, one constructor each, with a fixed message.
+//!
+//! Errors are plain `std::io::Error`s: callers match on their `io::ErrorKind`. The messages of
+//! the copy refusals are fixed strings shared with the codex exec-server, public here so that
+//! callers and tests can compare them.
 
 use std::io::{self, ErrorKind};
 
@@ -79,6 +83,12 @@ pub(crate) fn moved_during_walk(path: &AbsolutePathBuf) -> io::Error {
     ))
 }
 
+pub(crate) fn replaced_during(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::other(format!(
+        "{path}: the entry was replaced while it was being changed; stopped"
+    ))
+}
+
 pub(crate) fn too_deep(path: &AbsolutePathBuf, limit: usize) -> io::Error {
     io::Error::new(
         ErrorKind::InvalidInput,
@@ -87,25 +97,34 @@ pub(crate) fn too_deep(path: &AbsolutePathBuf, limit: usize) -> io::Error {
 }
 
 /// Prefixes an error from the OS or cap-std with the sandbox path it concerns, keeping its kind.
-/// cap-std's escape error becomes capfs's own escape message.
+/// An escape found by capfs's resolver becomes capfs's own escape message.
 pub(crate) fn with_path(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
-    if is_cap_std_escape(&err) {
+    if is_escape(&err) {
         return escape(path);
     }
     io::Error::new(err.kind(), format!("{path}: {err}"))
 }
 
-/// The text cap-std gives its escape errors; capfs's own resolver uses it too, so one check
-/// recognises both before [`with_path`] gives them capfs's message.
-const CAP_STD_ESCAPE_TEXT: &str = "a path led outside of the filesystem";
+/// The payload of the escape errors capfs's resolver builds, recognised by its type (never by
+/// the text of someone else's error).
+#[derive(Debug)]
+struct Escape;
 
-pub(crate) fn is_cap_std_escape(err: &io::Error) -> bool {
-    err.kind() == ErrorKind::PermissionDenied
-        && err
-            .get_ref()
-            .is_some_and(|inner| inner.to_string() == CAP_STD_ESCAPE_TEXT)
+impl std::fmt::Display for Escape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("path leads outside the sandbox root")
+    }
 }
 
-pub(crate) fn cap_std_style_escape() -> io::Error {
-    io::Error::new(ErrorKind::PermissionDenied, CAP_STD_ESCAPE_TEXT)
+impl std::error::Error for Escape {}
+
+/// The error of a path that resolves outside its root, before [`with_path`] names the path.
+pub(crate) fn unnamed_escape() -> io::Error {
+    io::Error::new(ErrorKind::PermissionDenied, Escape)
+}
+
+/// True for an error made by [`unnamed_escape`].
+pub(crate) fn is_escape(err: &io::Error) -> bool {
+    err.kind() == ErrorKind::PermissionDenied
+        && err.get_ref().is_some_and(|inner| inner.is::<Escape>())
 }

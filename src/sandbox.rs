@@ -41,6 +41,7 @@ pub struct Root {
     dir: Dir,
     access: Access,
     id: FileId,
+    local_disk: bool,
 }
 
 impl Root {
@@ -61,6 +62,42 @@ impl Root {
     pub(crate) fn id(&self) -> FileId {
         self.id
     }
+
+    /// True when the root's directory is on a local-disk file system (ext2/3/4, XFS, Btrfs,
+    /// tmpfs, overlayfs, F2FS, ZFS and the like), decided once with `fstatfs` when the root was
+    /// opened. Cheap operations on such a root run on the calling task; on any other file system
+    /// (NFS, SMB, FUSE, `/proc`...) a `stat` can stall, so every operation goes to the blocking
+    /// pool.
+    pub fn is_local_disk(&self) -> bool {
+        self.local_disk
+    }
+}
+
+/// `f_type` values of the file systems whose metadata operations never wait on a network or a
+/// user-space server.
+const LOCAL_DISK_MAGICS: [u64; 14] = [
+    0xEF53,      // ext2, ext3, ext4
+    0x5846_5342, // XFS
+    0x9123_683E, // Btrfs
+    0x0102_1994, // tmpfs
+    0x8584_58F6, // ramfs
+    0x794C_7630, // overlayfs
+    0xF2F5_2010, // F2FS
+    0x2FC1_2FC1, // ZFS
+    0xCA45_1A4E, // bcachefs
+    0x3153_464A, // JFS
+    0x5265_4973, // ReiserFS
+    0x4D44,      // FAT
+    0x2011_BAB0, // exFAT
+    0x7366_746E, // NTFS (ntfs3)
+];
+
+/// True when the directory `dir` is on a local-disk file system.
+fn on_local_disk(dir: &Dir) -> bool {
+    rustix::fs::fstatfs(dir).is_ok_and(|stat| {
+        let magic = stat.f_type as u64 & 0xFFFF_FFFF;
+        LOCAL_DISK_MAGICS.contains(&magic)
+    })
 }
 
 /// The set of directories a file system may reach.
@@ -133,6 +170,7 @@ impl Sandbox {
         let dir = Dir::open_ambient_dir(&canonical, ambient_authority())
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", canonical.display())))?;
         let id = FileId::of(&dir.dir_metadata()?);
+        let local_disk = on_local_disk(&dir);
         let path = AbsolutePathBuf::new(&canonical)?;
         if self.roots.iter().any(|r| r.path == path || r.id == id) {
             return Err(io::Error::new(
@@ -145,8 +183,20 @@ impl Sandbox {
             dir,
             access,
             id,
+            local_disk,
         });
         Ok(self)
+    }
+
+    /// Treats every root as if it were on a network file system: every operation of a
+    /// [`LocalFileSystem`](crate::LocalFileSystem) over this sandbox runs on the blocking pool.
+    /// For tests of that mode on a machine whose disks are all local.
+    #[doc(hidden)]
+    pub fn treat_roots_as_remote_disks(mut self) -> Self {
+        for root in &mut self.roots {
+            root.local_disk = false;
+        }
+        self
     }
 
     /// The roots, in the order they were added.
@@ -208,15 +258,17 @@ impl Sandbox {
         self.roots.iter().any(|r| r.id == id)
     }
 
-    /// Identities of the read-only roots nested below `root` (by canonical path, which for
-    /// canonical root paths is also where they are on disk).
-    pub(crate) fn read_only_roots_below(&self, root: &Root) -> Vec<FileId> {
+    /// True when `id` is the identity of a read-only root's directory, wherever that directory
+    /// is now and whichever root reaches it.
+    pub(crate) fn is_read_only_id(&self, id: FileId) -> bool {
         self.roots
             .iter()
-            .filter(|r| r.access == Access::ReadOnly && !std::ptr::eq(*r, root))
-            .filter(|r| r.path.strip_prefix(&root.path).is_some())
-            .map(|r| r.id)
-            .collect()
+            .any(|r| r.access == Access::ReadOnly && r.id == id)
+    }
+
+    /// True when the sandbox has a read-only root at all.
+    pub(crate) fn has_read_only_root(&self) -> bool {
+        self.roots.iter().any(|r| r.access == Access::ReadOnly)
     }
 
     /// True when some root other than `except` lies at or below `path`.

@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, File};
 use super::read::nonblocking_read_options;
 use super::walk::{self, dir_id};
 use super::write::{WriteTarget, replace_file};
-use super::{COPY_DEPTH_LIMIT, Inner, resolve};
+use super::{COPY_DEPTH_LIMIT, Inner, contents, resolve};
 use crate::error::{self, with_path};
 use crate::sandbox::{FileId, Resolved, Sandbox};
 use crate::{AbsolutePathBuf, CopyOptions};
@@ -121,15 +121,18 @@ fn copy_file(
     .map_err(|e| with_path(destination, e))
 }
 
-/// Streams `file` into a new file that replaces `name` in `parent`, with `permissions`.
+/// Copies `file` into a new file that replaces `name` in `parent`, with `permissions` (without
+/// setuid and setgid, see [`replace_file`]). The data moves inside the kernel and holes stay
+/// holes (see `contents.rs`).
 fn write_copy(
-    mut file: File,
+    file: File,
     parent: &Dir,
     name: &OsStr,
     permissions: cap_std::fs::Permissions,
 ) -> io::Result<()> {
+    let len = file.metadata()?.len();
     replace_file(parent, name, Some(permissions), |out| {
-        io::copy(&mut file, out).map(drop)
+        contents::copy_contents(&file, &*out, len)
     })
 }
 
@@ -211,10 +214,9 @@ fn copy_tree(
         parent.open_dir_nofollow(name).map_err(dst_err)?
     };
     let dst_id = dir_id(&dst_dir).map_err(dst_err)?;
-    // Everything written lands below `dst_dir`, which is not in a nested read-only root; a
-    // directory on the way down could still be one, so each is checked before it is entered.
-    let read_only = sandbox.read_only_roots_below(dst.root);
-    if read_only.contains(&dst_id) {
+    // Everything written lands below `dst_dir`, which is not in a read-only root; a directory
+    // on the way down could still be one (moved there), so each is checked before it is entered.
+    if sandbox.is_read_only_id(dst_id) {
         return Err(error::read_only(destination));
     }
     let mut created = HashSet::from([dst_id]);
@@ -250,7 +252,7 @@ fn copy_tree(
             }
             let child_dst = dst_dir.open_dir_nofollow(&name).map_err(dst_err)?;
             let child_dst_id = dir_id(&child_dst).map_err(dst_err)?;
-            if read_only.contains(&child_dst_id) {
+            if sandbox.is_read_only_id(child_dst_id) {
                 return Err(error::read_only(destination));
             }
             if child_dst_id == child_id {

@@ -8,6 +8,7 @@ use cap_std::fs::Dir;
 
 use super::{Inner, resolve, walk};
 use crate::error::with_path;
+use crate::sandbox::Root;
 use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(
@@ -17,7 +18,6 @@ pub(crate) fn create_directory(
 ) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
-    let dir = resolved.root.dir();
     if resolved.is_root() {
         return if options.recursive {
             Ok(())
@@ -51,7 +51,7 @@ pub(crate) fn create_directory(
             // An existing name on the way is entered (or refused) by the next `open_parent`; the
             // last one must be a directory.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                if i + 1 == count && !dir.is_dir(&prefix) {
+                if i + 1 == count && !is_directory_following_links(resolved.root, &prefix) {
                     return Err(with_path(path, e));
                 }
             }
@@ -59,6 +59,12 @@ pub(crate) fn create_directory(
         }
     }
     Ok(())
+}
+
+/// True when `rel` is a directory once its symlinks are followed (absolute ones included, while
+/// they stay inside `root`), as `get_metadata` would report it.
+fn is_directory_following_links(root: &Root, rel: &Path) -> bool {
+    resolve::follow(root, rel, true, |p| root.dir().metadata(p)).is_ok_and(|m| m.is_dir())
 }
 
 pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<FileMetadata> {

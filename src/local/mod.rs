@@ -2,11 +2,13 @@
 //!
 //! Each operation is one blocking function (one file per operation family) on the roots'
 //! handles. The async trait methods move the whole function to tokio's blocking pool, except
-//! where the hand-off costs more than the work: `get_metadata` (a few `stat` calls) and
-//! `read_file`'s open and `fstat` run on the calling task, and so does the read itself for
-//! files up to [`INLINE_READ_BYTES`]. None of these can block on a special file (opens are
-//! non-blocking and checked with `fstat`); on a local disk they take microseconds. A root on a
-//! network or FUSE file system that can stall a `stat` would stall the calling task too.
+//! where the hand-off costs more than the work and the root is on a local-disk file system
+//! ([`Root::is_local_disk`](crate::Root::is_local_disk), decided once when the root is opened):
+//! there `get_metadata` (a few `stat` calls) and `read_file`'s open and `fstat` run on the
+//! calling task, and so does the read itself for files up to [`INLINE_READ_BYTES`]. None of
+//! these can block on a special file (paths are looked at with `O_PATH`, opens are non-blocking
+//! and checked with `fstat`); on a local disk they take microseconds. On a network or FUSE file
+//! system, where a `stat` can stall, every operation runs on the blocking pool.
 //!
 //! # Cancellation
 //!
@@ -15,6 +17,8 @@
 //! (`write_file`, `rename`, file `copy`) or leaves a consistent, partially done tree (recursive
 //! `remove` and `copy`), never a half-written file.
 
+mod claim;
+mod contents;
 mod copy;
 mod metadata;
 mod read;
@@ -34,15 +38,11 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
 };
 
-pub use crate::error::{
-    COPY_DIRECTORY_NEEDS_RECURSIVE, COPY_INTO_ITSELF, COPY_ONTO_ITSELF, COPY_UNSUPPORTED_TYPE,
-};
-
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
 
 /// Files up to this size are read on the calling task; larger ones on tokio's blocking pool.
-pub const INLINE_READ_BYTES: u64 = 256 * 1024;
+pub(crate) const INLINE_READ_BYTES: u64 = 256 * 1024;
 
 /// The deepest directory tree a recursive `copy` reproduces; deeper trees fail with
 /// `InvalidInput` before anything below the limit is descended into.
@@ -141,6 +141,16 @@ impl LocalFileSystem {
             .await
     }
 
+    /// True when the cheap operations on `path` (`get_metadata`, small `read_file`s) run on the
+    /// calling task: its root is on a local-disk file system. False for a path under no root.
+    #[doc(hidden)]
+    pub fn runs_inline(&self, path: &AbsolutePathBuf) -> bool {
+        self.inner
+            .sandbox
+            .root_for(path)
+            .is_some_and(|(root, _)| root.is_local_disk())
+    }
+
     async fn run<T, F>(&self, op: F) -> FileSystemResult<T>
     where
         T: Send + 'static,
@@ -156,10 +166,19 @@ impl LocalFileSystem {
 #[async_trait]
 impl ExecutorFileSystem for LocalFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
-        // Opening never blocks (O_NONBLOCK, then fstat): it runs here. So does reading a small
-        // file; a large one is read on the blocking pool.
-        let (file, size) = read::open_for_read(&self.inner, path)?;
         let limit = self.inner.read_limit;
+        if !self.runs_inline(path) {
+            let path = path.clone();
+            return self
+                .run(move |fs| {
+                    let (file, size) = read::open_for_read(fs, &path)?;
+                    read::read_opened(&file, size, &path, limit)
+                })
+                .await;
+        }
+        // On a local disk, opening never blocks (O_PATH stat, O_NONBLOCK open, fstat): it runs
+        // here. So does reading a small file; a large one is read on the blocking pool.
+        let (file, size) = read::open_for_read(&self.inner, path)?;
         if size <= INLINE_READ_BYTES {
             return read::read_opened(&file, size, path, limit);
         }
@@ -185,9 +204,13 @@ impl ExecutorFileSystem for LocalFileSystem {
     }
 
     async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata> {
-        // A few stat calls, none of which can block on a special file: cheaper here than the
+        // On a local disk, a few stat calls (none of which opens the file): cheaper here than the
         // hand-off to the blocking pool.
-        metadata::get_metadata(&self.inner, path)
+        if self.runs_inline(path) {
+            return metadata::get_metadata(&self.inner, path);
+        }
+        let path = path.clone();
+        self.run(move |fs| metadata::get_metadata(fs, &path)).await
     }
 
     async fn read_directory(

@@ -58,6 +58,17 @@ pub(crate) fn open_for_read(
 ) -> io::Result<(std::fs::File, u64)> {
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
+    // Looked at first without being opened (cap-std stats through an O_PATH handle), so a
+    // device or FIFO is refused without the side effects of an open; the opened handle is
+    // checked again below, for whatever a race put there meanwhile.
+    let found = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().metadata(p))
+        .map_err(|e| with_path(path, e))?;
+    if found.is_dir() {
+        return Err(error::is_a_directory(path));
+    }
+    if !found.is_file() {
+        return Err(error::not_regular_file(path));
+    }
     let options = nonblocking_read_options();
     let file = resolve::follow(root, resolved.cap_path(), true, |p| {
         root.dir().open_with(p, &options)

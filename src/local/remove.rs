@@ -5,9 +5,11 @@ use std::io::{self, ErrorKind};
 
 use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
+use rustix::fs::AtFlags;
+use rustix::io::Errno;
 
-use super::Inner;
 use super::walk::{self, dir_id};
+use super::{Inner, claim};
 use crate::error::{self, with_path};
 use crate::sandbox::{FileId, Sandbox};
 use crate::{AbsolutePathBuf, RemoveOptions};
@@ -31,20 +33,36 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
         Err(e) => return not_found(e),
     };
     walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
-    let metadata = match parent.symlink_metadata(name) {
-        Ok(metadata) => metadata,
-        Err(e) => return not_found(e),
+    // A root is a directory, and unlinking without AT_REMOVEDIR never removes one: files and
+    // links go by name directly. Only a directory needs a claim first.
+    match rustix::fs::unlinkat(&parent, name, AtFlags::empty()) {
+        Ok(()) => return Ok(()),
+        Err(e) if e == Errno::ISDIR => {}
+        Err(e) => return not_found(e.into()),
+    }
+    let claim = match claim::claim(&fs.sandbox, &parent, name, path) {
+        Ok(claim) => claim,
+        Err(e) if e.kind() == ErrorKind::NotFound && options.force => return Ok(()),
+        Err(e) => return Err(e),
     };
-    let result = if !metadata.is_dir() {
-        parent.remove_file(name)
-    } else if fs.sandbox.is_root_id(FileId::of(&metadata)) {
-        return Err(error::root_protected(path));
-    } else if options.recursive {
-        return remove_tree(&fs.sandbox, path, &parent, name.to_os_string());
-    } else {
-        parent.remove_dir(name)
-    };
-    result.or_else(not_found)
+    if !claim.is_dir() {
+        // Replaced by a file since the unlink: put back, like any other lost race.
+        return Err(error::replaced_during(path));
+    }
+    if options.recursive {
+        let top = parent
+            .open_dir_nofollow(claim.name())
+            .map_err(|e| with_path(path, e))?;
+        if dir_id(&top).map_err(|e| with_path(path, e))? != claim.id() {
+            return Err(error::replaced_during(path));
+        }
+        clear_tree(&fs.sandbox, path, top, claim.id())?;
+    }
+    claim.verify(path)?;
+    rustix::fs::unlinkat(&parent, claim.name(), AtFlags::REMOVEDIR)
+        .map_err(|e| with_path(path, e.into()))?;
+    claim.release();
+    Ok(())
 }
 
 /// A directory on the walk: its identity, its name in its parent, and the subdirectories still
@@ -55,27 +73,25 @@ struct Frame {
     subdirs: Vec<OsString>,
 }
 
-/// Removes the directory `name` in `parent` and everything below it.
+/// Removes everything below the directory `top` (whose identity is `top_id`), leaving it empty.
 ///
 /// Iterative: the call stack does not grow with depth, and at most two directory handles are
-/// open beyond `parent` whatever the depth. Every directory is entered with `O_NOFOLLOW`, so a
-/// directory swapped for a symlink mid-walk is removed as a link, never followed; climbing back
-/// up goes through `..` and checks the identity recorded on the way down.
-fn remove_tree(
+/// open whatever the depth. Every directory is entered with `O_NOFOLLOW` and checked not to be
+/// a sandbox root on its handle, so a directory swapped for a symlink mid-walk is removed as a
+/// link, never followed, and a root moved into the tree is refused; climbing back up goes
+/// through `..` and checks the identity recorded on the way down.
+fn clear_tree(
     sandbox: &Sandbox,
     path: &AbsolutePathBuf,
-    parent: &Dir,
-    name: OsString,
+    top: Dir,
+    top_id: FileId,
 ) -> io::Result<()> {
     let err = |e| with_path(path, e);
-    let Some(top) = enter(sandbox, path, parent, &name)? else {
-        return Ok(());
-    };
-    let (mut current, first) = top;
+    let mut current = top;
     let mut stack = vec![Frame {
         subdirs: clear_files(&current).map_err(err)?,
-        id: first,
-        name,
+        id: top_id,
+        name: OsString::new(),
     }];
     loop {
         let frame = stack
@@ -95,11 +111,19 @@ fn remove_tree(
         }
         let done = stack.pop().expect("non-empty");
         let Some(up) = stack.last() else {
-            return ignore_not_found(parent.remove_dir(&done.name)).map_err(err);
+            return Ok(());
         };
         current = walk::open_parent_verified(&current, up.id)
             .map_err(err)?
             .ok_or_else(|| error::moved_during_walk(path))?;
+        // Removed by name: the name must still hold the directory just emptied (not a root
+        // exchanged into its place meanwhile).
+        match claim::identify(&current, &done.name) {
+            Ok((id, _)) if id == done.id => {}
+            Ok(_) => return Err(error::replaced_during(path)),
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(err(e)),
+        }
         ignore_not_found(current.remove_dir(&done.name)).map_err(err)?;
     }
 }

@@ -1,14 +1,26 @@
-//! `rename`: one atomic `renameat` (or `renameat2(RENAME_NOREPLACE)`) between two parent handles
-//! of the same root.
+//! `rename`: between two parent handles of the same root, by way of a claim on the source (see
+//! `claim.rs`), so that a sandbox root swapped under either name is never moved or replaced.
+//!
+//! Without `overwrite` the claimed source is renamed with `RENAME_NOREPLACE`. With it, the
+//! source is exchanged with the destination (`RENAME_EXCHANGE`), the displaced entry is checked
+//! on its new name, swapped back if it is a root (or does not fit the rename's rules), and only
+//! then removed.
 
+use std::ffi::OsStr;
 use std::io::{self, ErrorKind};
 
-use rustix::fs::RenameFlags;
+use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, FileType, RenameFlags};
 
-use super::Inner;
-use super::walk;
+use super::claim::{self, Claim};
+use super::{Inner, walk};
 use crate::error::{self, with_path};
+use crate::sandbox::Sandbox;
 use crate::{AbsolutePathBuf, RenameOptions};
+
+/// How often an overwriting rename retries when the destination appears or vanishes between
+/// its steps.
+const OVERWRITE_ATTEMPTS: usize = 8;
 
 pub(crate) fn rename(
     fs: &Inner,
@@ -38,28 +50,130 @@ pub(crate) fn rename(
     let dst_parent =
         walk::open_parent(root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
     for (parent, path) in [(&src_parent, source), (&dst_parent, destination)] {
-        walk::require_writable_dir(&fs.sandbox, src.root, parent, path)?;
+        walk::require_writable_dir(&fs.sandbox, root, parent, path)?;
     }
-    for (parent, name, path) in [
-        (&src_parent, src_name, source),
-        (&dst_parent, dst_name, destination),
-    ] {
-        if walk::holds_a_root(&fs.sandbox, parent, name).map_err(|e| with_path(path, e))? {
-            return Err(error::root_protected(path));
+    let claim = claim::claim(&fs.sandbox, &src_parent, src_name, source)?;
+    let target = Target {
+        sandbox: &fs.sandbox,
+        parent: &dst_parent,
+        name: dst_name,
+        path: destination,
+    };
+    if options.overwrite {
+        rename_over(&claim, &target, source)?;
+    } else {
+        rename_new(&claim, &target, source)?;
+    }
+    claim.release();
+    Ok(())
+}
+
+/// The destination of a rename.
+struct Target<'a> {
+    sandbox: &'a Sandbox,
+    parent: &'a Dir,
+    name: &'a OsStr,
+    path: &'a AbsolutePathBuf,
+}
+
+/// Renames the claimed entry to a destination name that must not exist.
+fn rename_new(claim: &Claim<'_>, target: &Target<'_>, source: &AbsolutePathBuf) -> io::Result<()> {
+    claim.verify(source)?;
+    move_claimed(claim, target, RenameFlags::NOREPLACE, source)
+}
+
+/// Renames the claimed entry over the destination, which may exist.
+fn rename_over(claim: &Claim<'_>, target: &Target<'_>, source: &AbsolutePathBuf) -> io::Result<()> {
+    for _ in 0..OVERWRITE_ATTEMPTS {
+        claim.verify(source)?;
+        match move_claimed(claim, target, RenameFlags::EXCHANGE, source) {
+            Ok(()) => return remove_displaced(claim, target),
+            // Nothing at the destination to exchange with: a plain rename that still refuses
+            // to replace whatever may appear there meanwhile.
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                match move_claimed(claim, target, RenameFlags::NOREPLACE, source) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
-    let flags = if options.overwrite {
-        RenameFlags::empty()
-    } else {
-        RenameFlags::NOREPLACE
-    };
-    rustix::fs::renameat_with(&src_parent, src_name, &dst_parent, dst_name, flags).map_err(|e| {
+    Err(error::replaced_during(target.path))
+}
+
+/// One `renameat2` from the claim's private name to the destination.
+fn move_claimed(
+    claim: &Claim<'_>,
+    target: &Target<'_>,
+    flags: RenameFlags,
+    source: &AbsolutePathBuf,
+) -> io::Result<()> {
+    rustix::fs::renameat_with(
+        claim.parent(),
+        claim.name(),
+        target.parent,
+        target.name,
+        flags,
+    )
+    .map_err(|e| {
         let err = io::Error::from(e);
         // An existing destination is the destination's fault; everything else names the source.
         if err.kind() == ErrorKind::AlreadyExists {
-            with_path(destination, err)
+            with_path(target.path, err)
+        } else if err.kind() == ErrorKind::NotFound && flags.contains(RenameFlags::EXCHANGE) {
+            err
         } else {
             with_path(source, err)
         }
     })
+}
+
+/// Undoes an exchange: the displaced entry returns to the destination, the claimed one to the
+/// private name.
+fn swap_back(claim: &Claim<'_>, target: &Target<'_>) {
+    let result = rustix::fs::renameat_with(
+        claim.parent(),
+        claim.name(),
+        target.parent,
+        target.name,
+        RenameFlags::EXCHANGE,
+    );
+    if let Err(e) = result {
+        tracing::warn!("{}: could not undo an exchange: {e}", target.path);
+    }
+}
+
+/// After an exchange the destination's old entry sits at the private name. It is removed as a
+/// rename over it would have removed it; a root, or an entry the rename may not replace (a
+/// directory over a file or the reverse, a non-empty directory), is swapped back instead.
+fn remove_displaced(claim: &Claim<'_>, target: &Target<'_>) -> io::Result<()> {
+    let err = |e| with_path(target.path, e);
+    let refuse = |e: io::Error| {
+        swap_back(claim, target);
+        Err(e)
+    };
+    let (_, file_type) = claim::identify(claim.parent(), claim.name()).map_err(err)?;
+    let displaced_is_dir = file_type == FileType::Directory;
+    if displaced_is_dir && claim::is_protected(target.sandbox, claim.parent(), claim.name())? {
+        return refuse(error::root_protected(target.path));
+    }
+    if displaced_is_dir != claim.is_dir() {
+        let kind = if displaced_is_dir {
+            ErrorKind::IsADirectory
+        } else {
+            ErrorKind::NotADirectory
+        };
+        return refuse(err(io::Error::from(kind)));
+    }
+    let flags = if displaced_is_dir {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    match rustix::fs::unlinkat(claim.parent(), claim.name(), flags) {
+        Ok(()) => Ok(()),
+        Err(e) => refuse(err(e.into())),
+    }
 }

@@ -17,9 +17,12 @@ use crate::AbsolutePathBuf;
 use crate::error;
 use crate::sandbox::Root;
 
-/// Runs `op` on `rel` (relative to `root`, `.` for the root itself); when cap-std reports an
-/// escape, retries it on the path with its symlinks resolved by [`resolve_links`]. The result
-/// keeps cap-std's escape error when the links do lead out.
+/// Runs `op` on `rel` (relative to `root`, `.` for the root itself); when it is refused with
+/// `PermissionDenied` (cap-std's answer to every absolute symlink and to a `..` that climbs out,
+/// but also the OS's answer to permission bits), resolves the path's symlinks with
+/// [`resolve_links`] and, when that changes the path, retries once on the result. Whether the
+/// refusal was an escape is never read from cap-std's message: a path whose links lead out fails
+/// in [`resolve_links`] with capfs's own typed escape error.
 pub(crate) fn follow<T>(
     root: &Root,
     rel: &Path,
@@ -27,9 +30,13 @@ pub(crate) fn follow<T>(
     op: impl Fn(&Path) -> io::Result<T>,
 ) -> io::Result<T> {
     match op(rel) {
-        Err(e) if error::is_cap_std_escape(&e) => {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             let resolved = resolve_links(root, rel, follow_final)?;
-            op(cap_form(&resolved))
+            let resolved = cap_form(&resolved);
+            if resolved == cap_form(rel) {
+                return Err(e);
+            }
+            op(resolved)
         }
         other => other,
     }
@@ -51,7 +58,7 @@ pub(crate) fn cap_form(rel: &Path) -> &Path {
 ///
 /// # Errors
 ///
-/// `PermissionDenied` (cap-std's escape error) when a link leads out of the root: a relative text
+/// `PermissionDenied` (capfs's typed escape error) when a link leads out of the root: a relative text
 /// that climbs above it, or an absolute text under no part of the root's path.
 pub(crate) fn resolve_links(root: &Root, rel: &Path, follow_final: bool) -> io::Result<PathBuf> {
     let mut done = PathBuf::new();
@@ -61,7 +68,7 @@ pub(crate) fn resolve_links(root: &Root, rel: &Path, follow_final: bool) -> io::
     while let Some(name) = todo.pop_front() {
         if name == ".." {
             if !done.pop() {
-                return Err(error::cap_std_style_escape());
+                return Err(error::unnamed_escape());
             }
             continue;
         }
@@ -91,7 +98,7 @@ pub(crate) fn resolve_links(root: &Root, rel: &Path, follow_final: bool) -> io::
             let absolute = AbsolutePathBuf::new(&text)?;
             let inside = absolute
                 .strip_prefix(root.path())
-                .ok_or_else(error::cap_std_style_escape)?;
+                .ok_or_else(error::unnamed_escape)?;
             done = PathBuf::new();
             push_front(&mut todo, inside)?;
         } else {
@@ -108,7 +115,7 @@ fn push_front(todo: &mut VecDeque<OsString>, path: &Path) -> io::Result<()> {
             Component::Normal(name) => todo.push_front(name.to_os_string()),
             Component::ParentDir => todo.push_front(OsString::from("..")),
             Component::CurDir | Component::RootDir => {}
-            Component::Prefix(_) => return Err(error::cap_std_style_escape()),
+            Component::Prefix(_) => return Err(error::unnamed_escape()),
         }
     }
     Ok(())

@@ -86,29 +86,30 @@ pub(crate) fn dir_or_ancestor_is(dir: &Dir, needle: FileId) -> io::Result<bool> 
     Ok(false)
 }
 
-/// Fails with `PermissionDenied` when `dir`, a directory reached from `root`, lies inside a
-/// read-only root nested below `root`: such a root may be reached through a symlink or alias
-/// inside `root` instead of its own path, and must stay read-only whichever way it is reached.
-/// Climbs from `dir` through `..` to `root`; a directory no longer below `root` is an escape.
+/// Fails with `PermissionDenied` when `dir`, a directory reached from `root` that a mutation is
+/// about to change, is a read-only root or lies inside one: climbs from `dir` through `..` to
+/// `root`, comparing each directory's device and inode numbers with every read-only root's. A
+/// read-only root is recognised by identity wherever its directory is now (moved below another
+/// root, reached through a symlink or an alias), never by its configured path. A directory no
+/// longer below `root` is an escape.
 pub(crate) fn require_writable_dir(
     sandbox: &Sandbox,
     root: &Root,
     dir: &Dir,
     path: &AbsolutePathBuf,
 ) -> io::Result<()> {
-    let nested = sandbox.read_only_roots_below(root);
-    if nested.is_empty() {
+    if !sandbox.has_read_only_root() {
         return Ok(());
     }
     let err = |e| error::with_path(path, e);
     let mut current = dir.try_clone().map_err(err)?;
     let mut id = dir_id(&current).map_err(err)?;
     for _ in 0..MAX_ANCESTORS {
+        if sandbox.is_read_only_id(id) {
+            return Err(error::read_only(path));
+        }
         if id == root.id() {
             return Ok(());
-        }
-        if nested.contains(&id) {
-            return Err(error::read_only(path));
         }
         let parent = open_dot_dot(&current).map_err(err)?;
         let parent_id = dir_id(&parent).map_err(err)?;
@@ -121,18 +122,9 @@ pub(crate) fn require_writable_dir(
     Err(error::escape(path))
 }
 
-/// True when the entry `name` in `parent` is a directory that is a sandbox root or holds one,
-/// however it was reached (the lexical check on the caller's path misses aliases).
-pub(crate) fn holds_a_root(sandbox: &Sandbox, parent: &Dir, name: &OsStr) -> io::Result<bool> {
-    let metadata = match parent.symlink_metadata(name) {
-        Ok(metadata) => metadata,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    if !metadata.is_dir() {
-        return Ok(false);
-    }
-    let id = FileId::of(&metadata);
+/// True when the directory with identity `id` is a sandbox root or an ancestor of one, wherever
+/// the roots' directories are now: climbs from each root's handle, never looks at names.
+pub(crate) fn is_or_holds_a_root(sandbox: &Sandbox, id: FileId) -> io::Result<bool> {
     for root in sandbox.roots() {
         if dir_or_ancestor_is(root.dir(), id)? {
             return Ok(true);
@@ -160,17 +152,17 @@ pub(crate) fn join_link_target(link_dir: &Path, target: &Path) -> Option<PathBuf
     Some(out)
 }
 
-/// A name for a short-lived entry that no caller chose, unique within this process.
+/// A name for a short-lived entry that no caller chose: unique within this process and with 64
+/// random bits, so another process cannot guess it ahead of time.
 pub(crate) fn temporary_name(purpose: &str) -> OsString {
+    use std::hash::{BuildHasher, Hasher};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    OsString::from(format!(
-        ".capfs-{purpose}-{}-{n}-{nanos:x}",
-        std::process::id()
-    ))
+    // std seeds each `RandomState` from the OS's random source (and varies it per instance).
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(n);
+    let random = hasher.finish();
+    OsString::from(format!(".capfs-{purpose}-{n}-{random:016x}"))
 }
 
 /// True for the error of entering a name that is not a directory: `ELOOP` (a symlink under

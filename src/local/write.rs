@@ -3,10 +3,11 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use cap_std::fs::{Dir, File, Metadata, Permissions};
+use std::os::unix::fs::PermissionsExt as _;
+
+use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
 use super::walk::{self, MAX_SYMLINK_HOPS};
@@ -14,6 +15,9 @@ use super::{Inner, resolve};
 use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
 use crate::{AbsolutePathBuf, WriteOptions};
+
+/// The permission bits a written or copied file may get: read, write and execute only.
+const PLAIN_MODE_BITS: u32 = 0o777;
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
     write_with(fs, path, WriteOptions::default(), |file| {
@@ -83,9 +87,9 @@ fn write_with(
     walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
     let mut permissions = target.existing_file_permissions(path)?;
     if let Some(mode) = options.mode {
-        // Never setuid, setgid or sticky, whatever the client asks.
+        // replace_file drops setuid, setgid and sticky, whatever the client asks.
         permissions = Some(Permissions::from_std(std::fs::Permissions::from_mode(
-            mode & 0o777,
+            mode & PLAIN_MODE_BITS,
         )));
     }
     replace_file(&target.parent, &target.name, permissions, |file| {
@@ -107,8 +111,10 @@ pub(crate) struct WriteTarget {
 }
 
 impl WriteTarget {
-    /// Follows a symlink at the final name to its target while that stays inside the root. An
-    /// absolute link text, or one that climbs above the root, is an escape.
+    /// Follows a symlink at the final name to its target while that stays inside the root: a
+    /// relative text is joined to the link's directory, an absolute one is followed when it
+    /// names a place under the root's path. A text that climbs above the root, or an absolute
+    /// one under no part of it, is an escape.
     pub(crate) fn resolve(resolved: &Resolved<'_>, path: &AbsolutePathBuf) -> io::Result<Self> {
         if resolved.is_root() {
             return Err(error::is_a_directory(path));
@@ -181,7 +187,13 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
 /// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
-/// has no name until the rename (O_TMPFILE), so a crash leaves nothing behind.
+/// has no name while it is filled (O_TMPFILE); Linux cannot rename an unnamed file over
+/// another, so it is linked under a random name just before the rename, and a crash in that
+/// instant leaves a whole copy under that name (never a partial file at `name`).
+///
+/// `permissions` are applied without their setuid, setgid and sticky bits, as the kernel drops
+/// setuid and setgid when another user writes a file: a copy or rewrite of a privileged program
+/// never hands out a new privileged program.
 pub(crate) fn replace_file(
     parent: &Dir,
     name: &OsStr,
@@ -191,7 +203,10 @@ pub(crate) fn replace_file(
     let mut temp = TempFile::new(parent)?;
     fill(temp.as_file_mut())?;
     if let Some(permissions) = permissions {
-        temp.as_file().set_permissions(permissions)?;
+        let plain = Permissions::from_std(std::fs::Permissions::from_mode(
+            permissions.mode() & PLAIN_MODE_BITS,
+        ));
+        temp.as_file().set_permissions(plain)?;
     }
     temp.replace(name)
 }

@@ -88,7 +88,9 @@ pub struct AuditRecord<'a> {
     pub connection: u64,
     /// `IP:PORT` of the peer, or `stdio`.
     pub peer: &'a str,
+    /// The request's method, or [`HANDSHAKE_METHOD`] for a refused handshake.
     pub method: &'a str,
+    /// The paths the request named, as sent.
     pub paths: &'a [String],
     /// `ok`, or the `io::ErrorKind` name of the failure (`PermissionDenied`, `NotFound`, ...).
     pub outcome: &'a str,
@@ -109,7 +111,7 @@ pub struct AuditRecord<'a> {
 
 impl<'a> AuditRecord<'a> {
     /// A record of a request that ended with `reply`.
-    pub fn new(
+    pub(crate) fn new(
         connection: u64,
         peer: &'a str,
         method: &'a str,

@@ -35,13 +35,13 @@ pub const FS_METHODS: &[&str] = &[
 
 /// What a request did, for logs: the paths it named and the bytes it moved.
 #[derive(Debug, Default)]
-pub struct Outcome {
-    pub paths: Vec<String>,
-    pub bytes: u64,
+pub(crate) struct Outcome {
+    pub(crate) paths: Vec<String>,
+    pub(crate) bytes: u64,
 }
 
 /// Runs the fs method `method` with `params` on `fs`.
-pub async fn dispatch(
+pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
     method: &str,
     params: Option<Value>,

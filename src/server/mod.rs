@@ -23,4 +23,6 @@ pub use config::{
 };
 pub use handler::FS_METHODS;
 pub use listener::{Server, serve_byte_stream, serve_stdio};
+/// The protocol state machine without a socket, for the fuzz targets; not a stable API.
+#[doc(hidden)]
 pub use session::Session;

@@ -1,6 +1,6 @@
-//! The known gaps of cap-std that capfs covers itself (DESIGN §8), one test each: root-equivalent
-//! removal, copy onto the same inode, huge sparse files, FIFOs, self-referencing links, deep
-//! trees, and the read limit.
+//! The known gaps of cap-std that capfs covers itself (docs/DESIGN.md §8), one test each:
+//! root-equivalent removal, copy onto the same inode, huge sparse files, FIFOs, self-referencing links,
+//! deep trees, and the read limit.
 
 use std::io::ErrorKind;
 use std::io::Write;
@@ -72,7 +72,11 @@ async fn copy_onto_itself_is_refused_and_the_file_kept(remote: bool) {
         .await;
         let err = result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{destination}: {err}");
-        assert_eq!(err.to_string(), capfs::COPY_ONTO_ITSELF, "{destination}");
+        assert_eq!(
+            err.to_string(),
+            capfs::error::COPY_ONTO_ITSELF,
+            "{destination}"
+        );
         assert_eq!(std::fs::read(env.ws_host("f")).unwrap(), content);
     }
     // The other direction: the hard link as the source, the original as the destination.
@@ -144,7 +148,7 @@ async fn fifo_read_and_copy_fail_at_once(remote: bool) {
     .await
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert_eq!(err.to_string(), capfs::COPY_UNSUPPORTED_TYPE);
+    assert_eq!(err.to_string(), capfs::error::COPY_UNSUPPORTED_TYPE);
     assert!(std::fs::symlink_metadata(env.ws_host("copy")).is_err());
 
     // Writing to a FIFO's name must not open it for writing (that would block or feed a reader).
@@ -233,8 +237,8 @@ async fn self_and_parent_links_are_not_followed_by_recursive_ops(remote: bool) {
 }
 
 /// cap-std's recursive removal holds one handle and one stack frame per level. capfs removes a
-/// 10,000-level tree (DESIGN §3's bound), and refuses to copy it past its documented depth with a
-/// clear error.
+/// 10,000-level tree (the bound of docs/DESIGN.md §4.3), and refuses to copy it past its
+/// documented depth with a clear error.
 #[test_case(false ; "local")]
 #[test_case(true ; "remote")]
 #[tokio::test]

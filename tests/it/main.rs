@@ -4,6 +4,11 @@
 //! - `semantics`: every row of the semantics table, on both backends;
 //! - `hostile`: hostile trees and paths, one table line each, with the outside canary checked;
 //! - `races`: attacker threads exchanging directories while operations run;
+//! - `root_races`: attacker threads exchanging names with sandbox roots while capfs renames and
+//!   removes beside them;
+//! - `copies`: what writes and copies hand out (no setuid, holes kept, identical contents);
+//! - `stat_paths`: special files looked at without being opened, links followed by `mkdir -p`,
+//!   escape messages, local-disk roots;
 //! - `cap_std_gaps`: the known gaps of cap-std that capfs covers itself;
 //! - `properties`: property tests of paths, roots and random operation plans;
 //! - `fuzz_regressions`: one test per finding of the fuzzers and property tests;
@@ -21,6 +26,7 @@ mod serve;
 
 mod cap_std_gaps;
 mod cli;
+mod copies;
 mod faults;
 mod fuzz_regressions;
 mod hostile;
@@ -28,5 +34,7 @@ mod operating;
 mod properties;
 mod protocol;
 mod races;
+mod root_races;
 mod semantics;
+mod stat_paths;
 mod streaming;

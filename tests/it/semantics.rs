@@ -1,5 +1,5 @@
-//! Behaviour and error kinds of every operation (DESIGN §4) on ordinary, non-hostile trees, and
-//! the generated-image artifact helpers written through the trait.
+//! Behaviour and error kinds of every operation (docs/DESIGN.md §2) on ordinary, non-hostile trees,
+//! and the generated-image artifact helpers written through the trait.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -529,15 +529,15 @@ async fn copy_error_messages_are_exact(remote: bool) {
     env.mkfile("dir/file", b"f");
     env.mkfifo("fifo");
     assert_eq!(
-        capfs::COPY_DIRECTORY_NEEDS_RECURSIVE,
+        capfs::error::COPY_DIRECTORY_NEEDS_RECURSIVE,
         "fs/copy requires recursive: true when sourcePath is a directory"
     );
     assert_eq!(
-        capfs::COPY_INTO_ITSELF,
+        capfs::error::COPY_INTO_ITSELF,
         "fs/copy cannot copy a directory to itself or one of its descendants"
     );
     assert_eq!(
-        capfs::COPY_UNSUPPORTED_TYPE,
+        capfs::error::COPY_UNSUPPORTED_TYPE,
         "fs/copy only supports regular files, directories, and symlinks"
     );
 
@@ -601,7 +601,7 @@ async fn copy_directory_into_itself_is_refused(remote: bool, source: &str, desti
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    assert_eq!(err.to_string(), capfs::COPY_INTO_ITSELF);
+    assert_eq!(err.to_string(), capfs::error::COPY_INTO_ITSELF);
     crate::common::assert_same_tree(&before, &crate::common::snapshot(env.ws.as_path()), "ws");
 }
 
