@@ -456,6 +456,18 @@ async fn remote_tree(
             .map_err(|e| Failure::at("cannot open directory", &dir.to_string(), &e))?;
         entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
         for entry in entries {
+            // Names become local paths: one that is not a single plain component (a broken
+            // or hostile server's `..` or `a/b`) would land outside the destination.
+            if !is_plain_name(&entry.file_name) {
+                return Err(Failure::plain(
+                    format!(
+                        "{}: the server listed an invalid name {}",
+                        quote(&dir.to_string()),
+                        quote(&entry.file_name)
+                    ),
+                    EXIT_FAILURE,
+                ));
+            }
             let child_rel = rel.join(&entry.file_name);
             let child = top.join(&child_rel).expect("listed names hold no NUL");
             if entry.is_symlink {
@@ -538,6 +550,14 @@ fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failu
         }
     }
     Ok(nodes)
+}
+
+/// A name that is exactly one normal path component.
+fn is_plain_name(name: &str) -> bool {
+    let mut components = Path::new(name).components();
+    matches!(components.next(), Some(std::path::Component::Normal(_)))
+        && components.next().is_none()
+        && !name.contains('/')
 }
 
 fn totals(nodes: &[Node]) -> (u64, u64) {

@@ -965,3 +965,122 @@ async fn wss_works_through_a_tls_terminating_proxy() {
     );
     proxy.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_that_put_r_creates_stay_confined_and_read_only_roots_refuse_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (ws, ro, outside) = (base.join("ws"), base.join("ro"), base.join("outside"));
+    for d in [&ws, &ro, &outside] {
+        fs::create_dir(d).unwrap();
+    }
+    fs::write(outside.join("secret"), "CANARY-OUTSIDE").unwrap();
+    let tree = base.join("tree");
+    fs::create_dir(&tree).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), tree.join("absolute")).unwrap();
+    std::os::unix::fs::symlink("../../outside/secret", tree.join("relative")).unwrap();
+    let args: Vec<&OsStr> = vec![
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--read-only".as_ref(),
+        ro.as_os_str(),
+    ];
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let run = |extra: &[&str]| {
+        client()
+            .arg("--remote")
+            .arg(&server.url)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let put = run(&["put", "-r", tree.to_str().unwrap(), ws.to_str().unwrap()]);
+    assert!(put.status.success(), "{}", describe(&put));
+    // The links exist with their text, and following them is refused.
+    assert_eq!(
+        fs::read_link(ws.join("tree/absolute")).unwrap(),
+        outside.join("secret")
+    );
+    for link in ["absolute", "relative"] {
+        let cat = run(&["cat", ws.join("tree").join(link).to_str().unwrap()]);
+        assert_eq!(cat.status.code(), Some(4), "{link}: {}", describe(&cat));
+        assert!(!String::from_utf8_lossy(&cat.stdout).contains("CANARY"));
+    }
+    // A write through such a link is refused too, and the outside file is unchanged.
+    fs::write(base.join("x"), "overwrite").unwrap();
+    let through = run(&[
+        "put",
+        base.join("x").to_str().unwrap(),
+        ws.join("tree/relative").to_str().unwrap(),
+    ]);
+    assert_eq!(through.status.code(), Some(4), "{}", describe(&through));
+    assert_eq!(
+        fs::read_to_string(outside.join("secret")).unwrap(),
+        "CANARY-OUTSIDE"
+    );
+    // A read-only root takes no links.
+    let refused = run(&["put", "-r", tree.to_str().unwrap(), ro.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(4), "{}", describe(&refused));
+    assert_eq!(names_in(&ro), Vec::<String>::new());
+}
+
+/// A server that lists a directory `/ws/d` holding an entry named `evil` (a name that must
+/// never become a local path component), then answers everything else with a file.
+async fn hostile_listing_server(evil: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        while let Some(Ok(frame)) = ws.next().await {
+            let Message::Text(text) = frame else { continue };
+            let request: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let id = request["id"].clone();
+            let path = request["params"]["path"].as_str().unwrap_or("").to_string();
+            let result = match request["method"].as_str().unwrap_or("") {
+                "initialize" => serde_json::json!({}),
+                "fs/getMetadata" if path == "/ws/d" => {
+                    serde_json::json!({"isDirectory": true, "isFile": false, "mode": 493})
+                }
+                "fs/getMetadata" => {
+                    serde_json::json!({"isDirectory": false, "isFile": true, "size": 5})
+                }
+                "fs/readDirectory" => serde_json::json!({"entries": [
+                    {"fileName": evil, "isDirectory": false, "isFile": true}]}),
+                "fs/readFile" => serde_json::json!({"dataBase64": "b3duZWQ="}),
+                _ => continue,
+            };
+            if !id.is_null() {
+                let reply = serde_json::json!({"id": id, "result": result});
+                ws.send(Message::text(reply.to_string())).await.unwrap();
+            }
+        }
+    });
+    (url, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_refuses_names_that_would_leave_the_destination() {
+    for evil in ["../escaped", "..", "a/../../escaped", ""] {
+        let (url, server) = hostile_listing_server(evil).await;
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner");
+        fs::create_dir(&inner).unwrap();
+        let out = client()
+            .args(["--remote", &url, "get", "-r", "/ws/d"])
+            .arg(inner.join("copy"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{evil:?}: {}", describe(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("invalid name"),
+            "{evil:?}: {}",
+            describe(&out)
+        );
+        assert_eq!(names_in(dir.path()), ["inner"], "{evil:?}");
+        assert_eq!(names_in(&inner), Vec::<String>::new(), "{evil:?}");
+        server.abort();
+    }
+}
