@@ -208,9 +208,15 @@ fn follow_links(path: &Path) -> io::Result<PathBuf> {
 }
 
 impl Sink {
-    fn open(destination: &Path) -> io::Result<Self> {
+    /// The sink for `destination`. `in_tree`: the destination is inside a tree `get -r`
+    /// writes, where a symlink is replaced rather than followed, since the remote side may
+    /// have made it (a link to `~/.bashrc` in one run, a file of that name in the next).
+    fn open(destination: &Path, in_tree: bool) -> io::Result<Self> {
         if destination.as_os_str() == "-" {
             return Ok(Sink::Stdout);
+        }
+        if in_tree && fs::symlink_metadata(destination).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Self::replacing(destination.to_path_buf(), None);
         }
         match fs::metadata(destination) {
             Ok(m) if is_stdout(&m) => return Ok(Sink::Stdout),
@@ -228,6 +234,11 @@ impl Sink {
         }
         let target = follow_links(destination)?;
         let existing = fs::metadata(&target).ok().map(|m| m.permissions());
+        Self::replacing(target, existing)
+    }
+
+    /// A temporary file beside `target`, to be renamed over it.
+    fn replacing(target: PathBuf, existing: Option<Permissions>) -> io::Result<Self> {
         let dir = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -330,12 +341,13 @@ async fn get_file(
     source: &AbsolutePathBuf,
     metadata: &FileMetadata,
     destination: &Path,
+    in_tree: bool,
     options: TransferArgs,
     progress: &mut Progress,
 ) -> Result<u64, Failure> {
     let shown = destination.to_string_lossy();
     let local = |e: io::Error| Failure::at("cannot create local file", &shown, &e);
-    let mut sink = Sink::open(destination).map_err(local)?;
+    let mut sink = Sink::open(destination, in_tree).map_err(local)?;
     let base = progress.bytes;
     let bar = progress.bar.clone();
     let mut on_progress = |n: u64| bar.set_position(base + n);
@@ -608,7 +620,16 @@ pub async fn get(
     }
     for (source, destination, metadata, nodes) in plans {
         let Some(nodes) = nodes else {
-            get_file(fs, source, &metadata, destination, options, &mut progress).await?;
+            get_file(
+                fs,
+                source,
+                &metadata,
+                destination,
+                false,
+                options,
+                &mut progress,
+            )
+            .await?;
             continue;
         };
         let mut directories = Vec::new();
@@ -618,7 +639,10 @@ pub async fn get(
                     let local = destination.join(&rel);
                     match fs::create_dir(&local) {
                         Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && local.is_dir() => {}
+                        // An existing directory is filled; a symlink to one is not followed.
+                        Err(e)
+                            if e.kind() == io::ErrorKind::AlreadyExists
+                                && fs::symlink_metadata(&local).is_ok_and(|m| m.is_dir()) => {}
                         Err(e) => {
                             return Err(Failure::at(
                                 "cannot create local directory",
@@ -640,6 +664,7 @@ pub async fn get(
                         &remote,
                         &m,
                         &destination.join(&rel),
+                        true,
                         options,
                         &mut progress,
                     )

@@ -1084,3 +1084,35 @@ async fn get_r_refuses_names_that_would_leave_the_destination() {
         server.abort();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_get_r_replaces_the_links_the_first_made_instead_of_following_them() {
+    let env = Env::new().await;
+    let outside = env.local.join("outside");
+    fs::create_dir_all(outside.join("dir")).unwrap();
+    fs::write(outside.join("bashrc"), "mine").unwrap();
+    // First run: the remote tree holds links to the person's own files.
+    fs::create_dir(env.ws.join("tree")).unwrap();
+    std::os::unix::fs::symlink(outside.join("bashrc"), env.ws.join("tree/a")).unwrap();
+    std::os::unix::fs::symlink(outside.join("dir"), env.ws.join("tree/sub")).unwrap();
+    let dest = env.local.join("dest");
+    fs::create_dir(&dest).unwrap();
+    env.ok(&["get", "-r", "-q", &env.ws("tree"), dest.to_str().unwrap()]);
+    assert!(
+        fs::symlink_metadata(dest.join("tree/a"))
+            .unwrap()
+            .is_symlink()
+    );
+    // Then the remote side turns them into a file and a directory of the same names.
+    fs::remove_file(env.ws.join("tree/a")).unwrap();
+    fs::write(env.ws.join("tree/a"), "planted").unwrap();
+    fs::remove_file(env.ws.join("tree/sub")).unwrap();
+    fs::create_dir(env.ws.join("tree/sub")).unwrap();
+    fs::write(env.ws.join("tree/sub/f"), "planted").unwrap();
+    let second = env.run(&["get", "-r", "-q", &env.ws("tree"), dest.to_str().unwrap()]);
+    // The link to a file is replaced by the file; the link to a directory is refused.
+    assert_eq!(fs::read_to_string(outside.join("bashrc")).unwrap(), "mine");
+    assert_eq!(fs::read_to_string(dest.join("tree/a")).unwrap(), "planted");
+    assert!(!second.status.success(), "{}", describe(&second));
+    assert_eq!(names_in(&outside.join("dir")), Vec::<String>::new());
+}
