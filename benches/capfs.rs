@@ -1,9 +1,21 @@
-//! capfs benchmarks, each against a baseline measured in the same run, printed as tables with
-//! ratios. Run with `cargo bench --bench capfs` (optionally `-- local remote bulk` to choose
-//! sections). The bulk section needs `sftp` and `/usr/lib/openssh/sftp-server` (Debian packages
-//! openssh-client and openssh-sftp-server) and `/usr/bin/time` for the client's peak memory.
+//! capfs benchmarks. Every figure is printed beside a baseline measured in the same run, with
+//! the ratio, as markdown tables:
+//!
+//! - `small`: one remote call at a time and 64 in flight on one connection, from a plain
+//!   tokio-tungstenite client and through `RemoteFileSystem`, against the cheapest WebSocket
+//!   server tokio-tungstenite allows (one task, `current_thread` runtime) answering every message
+//!   with a message of the size capfs answers.
+//! - `bulk`: 256 MiB through the `capfs get`/`capfs put` binary against OpenSSH's sftp-server
+//!   reached through a pipe (`sftp -D`, no encryption), alternated in one run, beside a raw
+//!   loopback TCP copy and a local `cp`; the peak memory of both ends.
+//! - `local`: the local backend against `std::fs` and `tokio::fs`, and `capfs cp` against `cp`.
+//!
+//! Run with `cargo bench --bench capfs` (all sections) or `cargo bench --bench capfs -- small`
+//! (any of `small`, `bulk`, `local`). Scratch files go under `$CAPFS_BENCH_DIR` (default `/tmp`).
+//! The bulk section needs `sftp` and `/usr/lib/openssh/sftp-server` (Debian packages
+//! openssh-client and openssh-sftp-server) and GNU `/usr/bin/time` for the client's peak memory.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,11 +24,14 @@ use capfs::{
     AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem, RemoteOptions,
     Sandbox,
 };
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::Message;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 const BULK_BYTES: usize = 256 << 20;
+const SFTP_SERVER: &str = "/usr/lib/openssh/sftp-server";
 
 fn main() {
     let sections: Vec<String> = std::env::args()
@@ -24,51 +39,59 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wants = |name: &str| sections.is_empty() || sections.iter().any(|s| s == name);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let scratch = tempfile::tempdir_in(
-            std::env::var_os("CAPFS_BENCH_DIR").unwrap_or_else(|| "/tmp".into()),
-        )
-        .expect("scratch directory");
-        if wants("local") {
-            local_section(scratch.path()).await;
-        }
-        if wants("remote") {
-            remote_section(scratch.path()).await;
-        }
-        if wants("bulk") {
-            bulk_section(scratch.path()).await;
-        }
-    });
+    let scratch_parent = std::env::var_os("CAPFS_BENCH_DIR").unwrap_or_else(|| "/tmp".into());
+    let scratch = tempfile::tempdir_in(&scratch_parent).expect("scratch directory");
+    println!(
+        "# capfs benchmark\n\nReproduce with: `cargo bench --bench capfs{}{}` \
+         (scratch files under {}; {} cores)",
+        if sections.is_empty() { "" } else { " --" },
+        sections.iter().map(|s| format!(" {s}")).collect::<String>(),
+        Path::new(&scratch_parent).display(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    let started = Instant::now();
+    if wants("small") || wants("remote") {
+        small_section(scratch.path());
+    }
+    if wants("bulk") {
+        bulk_section(scratch.path());
+    }
+    if wants("local") {
+        multi_thread().block_on(local_section(scratch.path()));
+    }
+    println!(
+        "\n(benchmark took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
+fn multi_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
 fn per_op(elapsed: Duration, ops: usize) -> f64 {
-    elapsed.as_secs_f64() * 1e6 / ops as f64
+    us(elapsed) / ops as f64
 }
 
 fn mbps(bytes: usize, elapsed: Duration) -> f64 {
     bytes as f64 / elapsed.as_secs_f64() / 1e6
-}
-
-/// The best of `rounds` timings of `f` (each round already does many operations).
-async fn best_of<F, Fut>(rounds: usize, mut f: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let mut best = Duration::MAX;
-    for _ in 0..rounds {
-        let started = Instant::now();
-        f().await;
-        best = best.min(started.elapsed());
-    }
-    best
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -80,6 +103,105 @@ fn header(title: &str, columns: &[&str]) {
     println!("\n## {title}\n");
     println!("| {} |", columns.join(" | "));
     println!("|{}", "---|".repeat(columns.len()));
+}
+
+/// The best of `rounds` timings of `f` (each round already does many operations).
+async fn best_of<F, Fut>(rounds: usize, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut best = Duration::MAX;
+    for _ in 0..rounds {
+        let started = Instant::now();
+        f().await;
+        best = best.min(started.elapsed());
+    }
+    best
+}
+
+fn random_bytes(len: usize) -> Vec<u8> {
+    // A xorshift stream: incompressible enough, and the same in every run.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Runs `command` to completion and returns its wall time; panics when it fails.
+fn run(command: &mut Command) -> Duration {
+    let started = Instant::now();
+    let output = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let elapsed = started.elapsed();
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    elapsed
+}
+
+/// What GNU time saw of one command: wall time, peak RSS in KiB, user + system CPU time (its
+/// children's included).
+struct Measured {
+    elapsed: Duration,
+    peak_kib: u64,
+    cpu: Duration,
+}
+
+/// Runs `program` under GNU time.
+fn run_measured(program: &str, args: &[&str], stdin: Option<&str>) -> Measured {
+    let started = Instant::now();
+    let mut child = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M %U %S")
+        .arg(program)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("/usr/bin/time {program}: {e}"));
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        std::io::Write::write_all(&mut pipe, input.as_bytes()).expect("write stdin");
+    }
+    let output = child.wait_with_output().expect("wait");
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {stderr}"
+    );
+    let fields: Vec<f64> = stderr
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let [peak, user, system] = fields[..] else {
+        panic!("unexpected output of GNU time: {stderr}");
+    };
+    Measured {
+        elapsed,
+        peak_kib: peak as u64,
+        cpu: Duration::from_secs_f64(user + system),
+    }
 }
 
 /// A running `capfs serve` over `root`, killed when dropped.
@@ -110,7 +232,8 @@ impl Server {
         }
     }
 
-    fn rss_kib(&self, field: &str) -> u64 {
+    /// A field of the server's `/proc/PID/status` in KiB (`VmRSS:` now, `VmHWM:` its peak).
+    fn memory_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
@@ -119,6 +242,24 @@ impl Server {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+}
+
+impl Server {
+    /// User + system CPU time the server has used so far (`/proc/PID/stat` counts in the
+    /// kernel's USER_HZ, 100 a second on Linux).
+    fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        Duration::from_millis(fields.iter().sum::<u64>() * 10)
     }
 }
 
@@ -135,79 +276,463 @@ async fn remote(url: &str) -> RemoteFileSystem {
         .expect("connect")
 }
 
-fn random_bytes(len: usize) -> Vec<u8> {
-    // A xorshift stream: incompressible enough, and the same in every run.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
+// ---------------------------------------------------------------------------------------------
+// Small calls: capfs against the cheapest WebSocket server with the same traffic
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A plain tokio-tungstenite client connection (Nagle off), in one task: what any client of the
+/// protocol can do without `RemoteFileSystem`.
+async fn raw_connect(url: &str) -> Ws {
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+        .await
+        .expect("connect");
+    ws
+}
+
+async fn next_text(ws: &mut Ws) -> Utf8Bytes {
+    loop {
+        match ws.next().await.expect("connection open").expect("frame") {
+            Message::Text(text) => return text,
+            _ => continue,
+        }
     }
-    out.truncate(len);
-    out
+}
+
+/// A raw connection to capfs, past `initialize`/`initialized`.
+async fn raw_capfs(url: &str) -> Ws {
+    let mut ws = raw_connect(url).await;
+    let initialize = r#"{"id":0,"method":"initialize","params":{"clientName":"bench"}}"#;
+    ws.send(Message::text(initialize)).await.unwrap();
+    let reply = next_text(&mut ws).await;
+    assert!(reply.contains("\"result\""), "initialize failed: {reply}");
+    ws.send(Message::text(r#"{"method":"initialized"}"#))
+        .await
+        .unwrap();
+    ws
+}
+
+/// Sends `request` once and returns the reply, checking that it is a result.
+async fn call_once(ws: &mut Ws, request: &Message) -> Utf8Bytes {
+    ws.send(request.clone()).await.unwrap();
+    let reply = next_text(ws).await;
+    assert!(reply.contains("\"result\""), "call failed: {reply}");
+    reply
+}
+
+/// The cheapest WebSocket server tokio-tungstenite allows: its own thread with a
+/// `current_thread` runtime, one task per connection that reads a message and answers it with
+/// `reply` (the same bytes every time), batching answers to messages that are already read into
+/// one flush as capfs does. Returns its URL; it lives as long as the process.
+fn canned_server(reply: Utf8Bytes) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        current_thread().block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let reply = Message::Text(reply.clone());
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    while let Some(Ok(message)) = ws.next().await {
+                        if !message.is_text() {
+                            continue;
+                        }
+                        if ws.feed(reply.clone()).await.is_err() {
+                            return;
+                        }
+                        while let Some(Some(Ok(more))) = ws.next().now_or_never() {
+                            if more.is_text() && ws.feed(reply.clone()).await.is_err() {
+                                return;
+                            }
+                        }
+                        if ws.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    });
+    url
+}
+
+/// `n` round trips of `request` one at a time, appended to `out`; every reply must be
+/// `reply_len` bytes (a result, not an error).
+async fn raw_round_trips(
+    ws: &mut Ws,
+    request: &Message,
+    reply_len: usize,
+    n: usize,
+    out: &mut Vec<Duration>,
+) {
+    for _ in 0..n {
+        let started = Instant::now();
+        ws.send(request.clone()).await.unwrap();
+        let reply = next_text(ws).await;
+        out.push(started.elapsed());
+        assert_eq!(reply.len(), reply_len, "unexpected reply: {reply}");
+    }
+}
+
+/// Calls per second with `depth` copies of `request` outstanding on one raw connection, from
+/// one task: replies that are already read are answered with new requests in one flush.
+async fn raw_pipelined(
+    ws: &mut Ws,
+    request: &Message,
+    reply_len: usize,
+    total: usize,
+    depth: usize,
+) -> f64 {
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < depth.min(total) {
+        ws.feed(request.clone()).await.unwrap();
+        sent += 1;
+    }
+    ws.flush().await.unwrap();
+    let mut received = 0;
+    while received < total {
+        let mut reply = Some(next_text(ws).await);
+        while let Some(text) = reply.take() {
+            assert_eq!(text.len(), reply_len, "unexpected reply: {text}");
+            received += 1;
+            if sent < total {
+                ws.feed(request.clone()).await.unwrap();
+                sent += 1;
+            }
+            if let Some(Some(Ok(Message::Text(more)))) = ws.next().now_or_never() {
+                reply = Some(more);
+            }
+        }
+        ws.flush().await.unwrap();
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// `n` calls of `call` one at a time, appended to `out`.
+async fn trait_round_trips<F, Fut>(n: usize, out: &mut Vec<Duration>, mut call: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for _ in 0..n {
+        let started = Instant::now();
+        call().await;
+        out.push(started.elapsed());
+    }
+}
+
+/// One call of the small-call shape `index` (0: getMetadata, 1: readFile, 2: readDirectory).
+async fn trait_call(fs: &RemoteFileSystem, index: usize, path: &AbsolutePathBuf) {
+    match index {
+        0 => drop(fs.get_metadata(path).await.unwrap()),
+        1 => assert_eq!(fs.read_file(path).await.unwrap().len(), 4096),
+        _ => assert_eq!(fs.read_directory(path).await.unwrap().len(), 100),
+    }
+}
+
+/// Calls per second of `get_metadata` from `depth` tasks sharing one `RemoteFileSystem`.
+async fn trait_pipelined(
+    fs: &Arc<RemoteFileSystem>,
+    path: &AbsolutePathBuf,
+    total: usize,
+    depth: usize,
+) -> f64 {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..depth {
+        let fs = Arc::clone(fs);
+        let path = path.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..total / depth {
+                fs.get_metadata(&path).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (total / depth * depth) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// One call shape of the small-call table: the request, the reply capfs sends, and the bare
+/// server answering with a message of that size.
+struct Shape {
+    name: &'static str,
+    request: Message,
+    reply_len: usize,
+    echo_url: String,
+}
+
+/// Latency samples of one shape, one at a time.
+#[derive(Default)]
+struct Latencies {
+    raw: Vec<Duration>,
+    echo: Vec<Duration>,
+    trait_current: Vec<Duration>,
+    trait_multi: Vec<Duration>,
+}
+
+const ROUNDS: usize = 10;
+const PER_ROUND: usize = 500;
+const DEPTH: usize = 64;
+const PIPELINED_CALLS: usize = 64_000;
+
+fn small_section(scratch: &Path) {
+    let root = scratch.join("small-ws");
+    std::fs::create_dir_all(root.join("dir100")).unwrap();
+    let root = root.canonicalize().unwrap();
+    std::fs::write(root.join("f.txt"), b"hello").unwrap();
+    std::fs::write(root.join("small.bin"), random_bytes(4096)).unwrap();
+    for i in 0..100 {
+        std::fs::write(root.join("dir100").join(format!("entry-{i:03}.txt")), b"x").unwrap();
+    }
+    let server = Server::start(&root);
+    let abs = |name: &str| AbsolutePathBuf::new(root.join(name)).unwrap();
+    let (meta_path, read_path, dir_path) = (abs("f.txt"), abs("small.bin"), abs("dir100"));
+    let request = |method: &str, path: &AbsolutePathBuf| {
+        Message::text(format!(
+            r#"{{"id":123456,"method":"{method}","params":{{"path":"{path}"}}}}"#
+        ))
+    };
+
+    // One client runtime with one thread for the one-at-a-time calls: the raw client is one task,
+    // and `RemoteFileSystem`'s tasks share the caller's thread.
+    let current = current_thread();
+    let (shapes, raw_capfs_url) = current.block_on(async {
+        let mut ws = raw_capfs(&server.url).await;
+        let mut shapes = Vec::new();
+        for (name, method, path) in [
+            ("fs/getMetadata", "fs/getMetadata", &meta_path),
+            ("fs/readFile 4 KiB", "fs/readFile", &read_path),
+            (
+                "fs/readDirectory 100 entries",
+                "fs/readDirectory",
+                &dir_path,
+            ),
+        ] {
+            let request = request(method, path);
+            let reply = call_once(&mut ws, &request).await;
+            shapes.push(Shape {
+                name,
+                request,
+                reply_len: reply.len(),
+                echo_url: canned_server(reply),
+            });
+        }
+        (shapes, server.url.clone())
+    });
+
+    let mut latencies: Vec<Latencies> = shapes.iter().map(|_| Latencies::default()).collect();
+    let paths = [meta_path.clone(), read_path.clone(), dir_path.clone()];
+    let (mut capfs_ws, mut echo_ws, current_fs) = current.block_on(async {
+        let mut echo_ws = Vec::new();
+        for shape in &shapes {
+            echo_ws.push(raw_connect(&shape.echo_url).await);
+        }
+        let fs = remote(&raw_capfs_url).await;
+        (raw_capfs(&raw_capfs_url).await, echo_ws, fs)
+    });
+    let multi = multi_thread();
+    let multi_fs = multi.block_on(remote(&raw_capfs_url));
+    // Warm up every path once, then alternate the contenders in rounds so that drift in the
+    // machine's load hits them alike.
+    for round in 0..=ROUNDS {
+        let n = if round == 0 { 200 } else { PER_ROUND };
+        for (index, shape) in shapes.iter().enumerate() {
+            let mut warm_up = Latencies::default();
+            let samples = if round == 0 {
+                &mut warm_up
+            } else {
+                &mut latencies[index]
+            };
+            let path = &paths[index];
+            current.block_on(async {
+                let capfs = &mut capfs_ws;
+                raw_round_trips(capfs, &shape.request, shape.reply_len, n, &mut samples.raw).await;
+                let echo = &mut echo_ws[index];
+                raw_round_trips(echo, &shape.request, shape.reply_len, n, &mut samples.echo).await;
+                trait_round_trips(n, &mut samples.trait_current, || {
+                    trait_call(&current_fs, index, path)
+                })
+                .await;
+            });
+            // On the multi-thread runtime the caller is a task on a worker, as in an agent.
+            let (fs, path) = (multi_fs.clone(), path.clone());
+            let mut multi_samples = multi.block_on(async move {
+                tokio::spawn(async move {
+                    let mut out = Vec::with_capacity(n);
+                    trait_round_trips(n, &mut out, || trait_call(&fs, index, &path)).await;
+                    out
+                })
+                .await
+                .unwrap()
+            });
+            samples.trait_multi.append(&mut multi_samples);
+        }
+    }
+    let meta = &shapes[0];
+    let (mut raw_pipelined_ops, mut echo_pipelined_ops) = (0f64, 0f64);
+    let (mut current_pipelined_ops, mut multi_pipelined_ops) = (0f64, 0f64);
+    let (current_fs, multi_fs) = (Arc::new(current_fs), Arc::new(multi_fs));
+    for _ in 0..3 {
+        current.block_on(async {
+            let (request, len) = (&meta.request, meta.reply_len);
+            let ops = raw_pipelined(&mut capfs_ws, request, len, PIPELINED_CALLS, DEPTH).await;
+            raw_pipelined_ops = raw_pipelined_ops.max(ops);
+            let ops = raw_pipelined(&mut echo_ws[0], request, len, PIPELINED_CALLS, DEPTH).await;
+            echo_pipelined_ops = echo_pipelined_ops.max(ops);
+            let ops = trait_pipelined(&current_fs, &meta_path, PIPELINED_CALLS, DEPTH).await;
+            current_pipelined_ops = current_pipelined_ops.max(ops);
+        });
+        let (fs, path) = (Arc::clone(&multi_fs), meta_path.clone());
+        let ops = multi.block_on(async move {
+            tokio::spawn(async move { trait_pipelined(&fs, &path, PIPELINED_CALLS, DEPTH).await })
+                .await
+                .unwrap()
+        });
+        multi_pipelined_ops = multi_pipelined_ops.max(ops);
+    }
+    current.block_on(async { drop(current_fs) });
+    multi.block_on(async { drop(multi_fs) });
+
+    header(
+        "Remote small calls, one at a time (microseconds per round trip)",
+        &[
+            "call",
+            "client",
+            "capfs median",
+            "bare median",
+            "median / bare",
+            "capfs p99",
+            "bare p99",
+            "p99 / bare",
+        ],
+    );
+    for (shape, samples) in shapes.iter().zip(&mut latencies) {
+        samples.echo.sort();
+        for (client, capfs) in [
+            ("raw tokio-tungstenite", &mut samples.raw),
+            (
+                "RemoteFileSystem, current_thread",
+                &mut samples.trait_current,
+            ),
+            ("RemoteFileSystem, multi_thread", &mut samples.trait_multi),
+        ] {
+            capfs.sort();
+            let (m, e) = (percentile(capfs, 0.5), percentile(&samples.echo, 0.5));
+            let (p, q) = (percentile(capfs, 0.99), percentile(&samples.echo, 0.99));
+            println!(
+                "| {} | {client} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} |",
+                shape.name,
+                us(m),
+                us(e),
+                us(m) / us(e),
+                us(p),
+                us(q),
+                us(p) / us(q),
+            );
+        }
+    }
+    println!(
+        "\nbare: a tokio-tungstenite server in one task on a current_thread runtime answering each \
+         message with one of the size capfs answers ({} B, {} B, {} B), reached by the raw client; \
+         {} samples each, alternated in rounds of {PER_ROUND}.",
+        shapes[0].reply_len,
+        shapes[1].reply_len,
+        shapes[2].reply_len,
+        ROUNDS * PER_ROUND
+    );
+
+    header(
+        "Remote small calls, 64 in flight on one connection (fs/getMetadata, best of 3)",
+        &["client", "capfs calls/s", "bare calls/s", "capfs / bare"],
+    );
+    for (client, ops) in [
+        ("raw tokio-tungstenite, one task", raw_pipelined_ops),
+        (
+            "RemoteFileSystem, 64 tasks, current_thread",
+            current_pipelined_ops,
+        ),
+        (
+            "RemoteFileSystem, 64 tasks, multi_thread",
+            multi_pipelined_ops,
+        ),
+    ] {
+        println!(
+            "| {client} | {ops:.0} | {echo_pipelined_ops:.0} | {:.2} |",
+            ops / echo_pipelined_ops
+        );
+    }
+    drop(server);
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3 and 4. Remote bulk transfers and peak memory
+// Bulk: 256 MiB through the capfs binary against sftp-server, raw TCP and cp
 
+/// One contender's timings, CPU time and peak memory over the rounds.
+#[derive(Default)]
 struct BulkRow {
-    name: &'static str,
-    elapsed: Duration,
-    server_peak_over_idle_kib: Option<u64>,
+    times: Vec<Duration>,
+    cpu: Vec<Duration>,
+    server_above_idle_kib: Option<u64>,
     client_peak_kib: Option<u64>,
 }
 
-/// Runs `f` against a fresh server over `ws` and reports its time and the server's peak RSS
-/// above its idle RSS.
-async fn with_fresh_server<F, Fut>(ws: &Path, f: F) -> (Duration, u64, Option<u64>)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = Option<u64>>,
-{
+impl BulkRow {
+    fn record(
+        &mut self,
+        elapsed: Duration,
+        cpu: Option<Duration>,
+        server: Option<u64>,
+        client: Option<u64>,
+    ) {
+        self.times.push(elapsed);
+        self.cpu.extend(cpu);
+        if let Some(s) = server {
+            self.server_above_idle_kib = Some(self.server_above_idle_kib.unwrap_or(0).max(s));
+        }
+        if let Some(c) = client {
+            self.client_peak_kib = Some(self.client_peak_kib.unwrap_or(0).max(c));
+        }
+    }
+
+    fn best(&self) -> Duration {
+        self.times.iter().copied().min().unwrap_or(Duration::MAX)
+    }
+
+    fn worst(&self) -> Duration {
+        self.times.iter().copied().max().unwrap_or(Duration::MAX)
+    }
+}
+
+/// What one transfer against a fresh server cost: the client as GNU time saw it, the server's
+/// CPU time and its peak RSS above its idle RSS, in KiB.
+struct Transfer {
+    client: Measured,
+    server_cpu: Duration,
+    server_above_idle_kib: u64,
+}
+
+/// Runs `capfs --remote URL args...` against a fresh `capfs serve` over `ws`.
+fn transfer(ws: &Path, args: &[&str]) -> Transfer {
     let server = Server::start(ws);
-    let idle = server.rss_kib("VmRSS:");
-    let started = Instant::now();
-    let client_peak = f(server.url.clone()).await;
-    let elapsed = started.elapsed();
-    let peak = server.rss_kib("VmHWM:");
-    (elapsed, peak.saturating_sub(idle), client_peak)
-}
-
-/// Runs a command under GNU time; returns its peak RSS in KiB.
-fn run_timed(program: &str, args: &[&str]) -> Option<u64> {
-    let output = Command::new("/usr/bin/time")
-        .arg("-f")
-        .arg("%M")
-        .arg(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .output()
-        .expect("run /usr/bin/time");
-    assert!(
-        output.status.success(),
-        "{program} {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stderr)
-        .lines()
-        .last()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-fn sftp(batch: &str) {
-    let mut child = Command::new("sftp")
-        .args(["-q", "-D", "/usr/lib/openssh/sftp-server", "-b", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("run sftp (install openssh-client and openssh-sftp-server)");
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), batch.as_bytes()).unwrap();
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success(), "sftp {batch}");
+    let (idle, cpu_before) = (server.memory_kib("VmRSS:"), server.cpu());
+    let mut full = vec!["--remote", &server.url];
+    full.extend_from_slice(args);
+    let client = run_measured(env!("CARGO_BIN_EXE_capfs"), &full, None);
+    let server_cpu = server.cpu().saturating_sub(cpu_before);
+    let peak = server.memory_kib("VmHWM:");
+    Transfer {
+        client,
+        server_cpu,
+        server_above_idle_kib: peak.saturating_sub(idle),
+    }
 }
 
 async fn raw_tcp_copy(bytes: usize) -> Duration {
@@ -224,7 +749,7 @@ async fn raw_tcp_copy(bytes: usize) -> Duration {
         }
     });
     let started = Instant::now();
-    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut socket = TcpStream::connect(addr).await.unwrap();
     let chunk = vec![7u8; 256 * 1024];
     let mut sent = 0;
     while sent < bytes {
@@ -235,152 +760,154 @@ async fn raw_tcp_copy(bytes: usize) -> Duration {
     started.elapsed()
 }
 
-async fn bulk_section(scratch: &Path) {
+fn same_contents(a: &Path, b: &Path) -> bool {
+    std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
+}
+
+fn bulk_section(scratch: &Path) {
     let ws = scratch.join("bulk-ws");
     std::fs::create_dir_all(&ws).unwrap();
     let ws = ws.canonicalize().unwrap();
     let local_src = scratch.join("src.bin");
     std::fs::write(&local_src, random_bytes(BULK_BYTES)).unwrap();
-    std::fs::copy(&local_src, ws.join("data.bin")).unwrap();
-    let remote_data = AbsolutePathBuf::new(ws.join("data.bin")).unwrap();
-    let capfs_bin = env!("CARGO_BIN_EXE_capfs");
+    let remote_data = ws.join("data.bin");
+    std::fs::copy(&local_src, &remote_data).unwrap();
     let local_back = scratch.join("back.bin");
-    let rounds = 3;
-    let mut rows = Vec::new();
-    let mut best = |name: &'static str, runs: Vec<(Duration, Option<u64>, Option<u64>)>| {
-        let fastest = runs.iter().map(|r| r.0).min().unwrap();
-        rows.push(BulkRow {
-            name,
-            elapsed: fastest,
-            server_peak_over_idle_kib: runs.iter().filter_map(|r| r.1).max(),
-            client_peak_kib: runs.iter().filter_map(|r| r.2).max(),
-        });
-    };
-
-    let mut runs = Vec::new();
-    for _ in 0..rounds {
-        let (t, _) = (raw_tcp_copy(BULK_BYTES).await, ());
-        runs.push((t, None, None));
-    }
-    best("raw loopback TCP copy (baseline)", runs);
-
-    let mut runs = Vec::new();
-    for _ in 0..rounds {
-        let _ = std::fs::remove_file(&local_back);
-        let started = Instant::now();
-        sftp(&format!("get {} {}\n", remote_data, local_back.display()));
-        runs.push((started.elapsed(), None, None));
-    }
-    best("sftp-server get (baseline)", runs);
-
-    let mut runs = Vec::new();
-    for _ in 0..rounds {
-        let started = Instant::now();
-        sftp(&format!(
-            "put {} {}\n",
-            local_src.display(),
-            ws.join("sftp.bin").display()
-        ));
-        runs.push((started.elapsed(), None, None));
-    }
-    best("sftp-server put (baseline)", runs);
-
-    let mut runs = Vec::new();
-    for _ in 0..rounds {
-        let path = remote_data.clone();
-        let (t, server, _) = with_fresh_server(&ws, |url| async move {
-            let fs = remote(&url).await;
-            let data = fs.read_file(&path).await.unwrap();
-            assert_eq!(data.len(), BULK_BYTES);
-            None
-        })
-        .await;
-        runs.push((t, Some(server), None));
-    }
-    best("RemoteFileSystem::read_file", runs);
-
-    let mut runs = Vec::new();
-    let payload = std::fs::read(&local_src).unwrap();
-    for _ in 0..rounds {
-        let path = AbsolutePathBuf::new(ws.join("written.bin")).unwrap();
-        let payload = payload.clone();
-        let (t, server, _) = with_fresh_server(&ws, |url| async move {
-            let fs = remote(&url).await;
-            fs.write_file(&path, payload).await.unwrap();
-            None
-        })
-        .await;
-        runs.push((t, Some(server), None));
-    }
-    best("RemoteFileSystem::write_file", runs);
-
-    let mut runs = Vec::new();
-    for _ in 0..rounds {
-        let _ = std::fs::remove_file(&local_back);
-        let source = remote_data.to_string();
-        let back = local_back.display().to_string();
-        let (t, server, client) = with_fresh_server(&ws, |url| async move {
-            run_timed(capfs_bin, &["--remote", &url, "get", &source, &back])
-        })
-        .await;
-        runs.push((t, Some(server), client));
-    }
-    best("capfs get", runs);
-    assert_eq!(
-        std::fs::metadata(&local_back).unwrap().len() as usize,
-        BULK_BYTES
+    let remote_put = ws.join("put.bin");
+    let has_sftp = Path::new(SFTP_SERVER).exists()
+        && Command::new("sftp")
+            .arg("-V")
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+    let runtime = multi_thread();
+    let names = [
+        "raw loopback TCP copy",
+        "local cp",
+        "sftp-server get",
+        "capfs get",
+        "sftp-server put",
+        "capfs put",
+    ];
+    let mut rows: Vec<BulkRow> = names.iter().map(|_| BulkRow::default()).collect();
+    let sftp_args = ["-q", "-D", SFTP_SERVER, "-b", "-"];
+    let (src, back, put) = (
+        local_src.to_str().unwrap(),
+        local_back.to_str().unwrap(),
+        remote_put.to_str().unwrap(),
     );
+    let data = remote_data.to_str().unwrap();
+    for _ in 0..3 {
+        rows[0].record(runtime.block_on(raw_tcp_copy(BULK_BYTES)), None, None, None);
 
-    let mut runs = Vec::new();
-    for _ in 0..rounds {
-        let source = local_src.display().to_string();
-        let destination = ws.join("put.bin").display().to_string();
-        let (t, server, client) = with_fresh_server(&ws, |url| async move {
-            run_timed(capfs_bin, &["--remote", &url, "put", &source, &destination])
-        })
-        .await;
-        runs.push((t, Some(server), client));
+        let _ = std::fs::remove_file(&local_back);
+        let cp = run_measured("cp", &[src, back], None);
+        rows[1].record(cp.elapsed, Some(cp.cpu), None, None);
+
+        if has_sftp {
+            let _ = std::fs::remove_file(&local_back);
+            let batch = format!("get {data} {back}\n");
+            let sftp = run_measured("sftp", &sftp_args, Some(&batch));
+            rows[2].record(sftp.elapsed, Some(sftp.cpu), None, Some(sftp.peak_kib));
+        }
+
+        let _ = std::fs::remove_file(&local_back);
+        let t = transfer(&ws, &["get", data, back]);
+        let cpu = t.client.cpu + t.server_cpu;
+        rows[3].record(
+            t.client.elapsed,
+            Some(cpu),
+            Some(t.server_above_idle_kib),
+            Some(t.client.peak_kib),
+        );
+        assert!(
+            same_contents(&local_src, &local_back),
+            "capfs get corrupted"
+        );
+
+        if has_sftp {
+            let _ = std::fs::remove_file(&remote_put);
+            let batch = format!("put {src} {put}\n");
+            let sftp = run_measured("sftp", &sftp_args, Some(&batch));
+            rows[4].record(sftp.elapsed, Some(sftp.cpu), None, Some(sftp.peak_kib));
+        }
+
+        let _ = std::fs::remove_file(&remote_put);
+        let t = transfer(&ws, &["put", src, put]);
+        let cpu = t.client.cpu + t.server_cpu;
+        rows[5].record(
+            t.client.elapsed,
+            Some(cpu),
+            Some(t.server_above_idle_kib),
+            Some(t.client.peak_kib),
+        );
+        assert!(
+            same_contents(&local_src, &remote_put),
+            "capfs put corrupted"
+        );
     }
-    best("capfs put", runs);
 
     header(
-        "Remote bulk: 256 MiB over loopback (best of 3)",
+        "Remote bulk: 256 MiB over loopback, alternated, best of 3 (range over the 3)",
         &[
             "transfer",
             "seconds",
             "MB/s",
-            "speed vs sftp",
+            "vs sftp-server",
+            "vs local cp",
+            "vs raw TCP",
+            "CPU s, both ends",
             "server peak RSS above idle",
             "client peak RSS",
         ],
     );
-    let find = |name: &str| rows.iter().find(|r| r.name == name).map(|r| r.elapsed);
-    let sftp_get = find("sftp-server get (baseline)").unwrap();
-    let sftp_put = find("sftp-server put (baseline)").unwrap();
-    for row in &rows {
-        let versus = if row.name.contains("get") || row.name.contains("read") {
-            format!("{:.2}x", sftp_get.as_secs_f64() / row.elapsed.as_secs_f64())
-        } else if row.name.contains("put") || row.name.contains("write") {
-            format!("{:.2}x", sftp_put.as_secs_f64() / row.elapsed.as_secs_f64())
-        } else {
-            "-".to_string()
+    let ratio = |base: &BulkRow, row: &BulkRow| {
+        if base.times.is_empty() {
+            return "-".to_string();
+        }
+        let (b, r) = (base.best().as_secs_f64(), row.best().as_secs_f64());
+        format!("{:.2}x", b / r)
+    };
+    for (index, (name, row)) in names.iter().zip(&rows).enumerate() {
+        if row.times.is_empty() {
+            println!("| {name} | skipped: {SFTP_SERVER} or sftp not installed | | | | | | | |");
+            continue;
+        }
+        let versus_sftp = match index {
+            3 => ratio(&rows[2], row),
+            5 => ratio(&rows[4], row),
+            2 | 4 => "1.00x".to_string(),
+            _ => "-".to_string(),
         };
-        let kib =
+        let mib =
             |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
         println!(
-            "| {} | {:.3} | {:.0} | {} | {} | {} |",
-            row.name,
-            row.elapsed.as_secs_f64(),
-            mbps(BULK_BYTES, row.elapsed),
-            versus,
-            kib(row.server_peak_over_idle_kib),
-            kib(row.client_peak_kib),
+            "| {name} | {:.3} ({:.3}-{:.3}) | {:.0} | {versus_sftp} | {} | {} | {} | {} | {} |",
+            row.best().as_secs_f64(),
+            row.best().as_secs_f64(),
+            row.worst().as_secs_f64(),
+            mbps(BULK_BYTES, row.best()),
+            ratio(&rows[1], row),
+            ratio(&rows[0], row),
+            row.cpu
+                .iter()
+                .min()
+                .map_or("-".to_string(), |c| format!("{:.2}", c.as_secs_f64())),
+            mib(row.server_above_idle_kib),
+            mib(row.client_peak_kib),
         );
     }
+    println!(
+        "\nspeed ratios: the baseline's time over the row's (above 1 is faster than the baseline). \
+         sftp: `sftp -q -D {SFTP_SERVER} -b -` (a pipe, no encryption); capfs: the release \
+         binary against a fresh `capfs serve` per transfer. CPU: the least user + system time of the \
+         3 (sftp's includes its sftp-server; capfs's adds the server's); peak RSS of the client \
+         from GNU time."
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. Local operations: capfs's confined backend against tokio::fs and std::fs
+// Local operations: capfs's confined backend against tokio::fs and std::fs, and copy against cp
 
 struct LocalRow {
     name: &'static str,
@@ -500,154 +1027,75 @@ async fn local_section(scratch: &Path) {
             r.capfs.as_secs_f64() / r.std.as_secs_f64(),
         );
     }
+    copy_rows(&root, &big);
 }
 
-// ---------------------------------------------------------------------------------------------
-// 2. Remote small operations against a bare WebSocket echo of the same size
-
-/// An in-process WebSocket server that echoes every text message.
-async fn echo_server() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let _ = stream.set_nodelay(true);
-            tokio::spawn(async move {
-                let Ok(ws) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                let (mut sink, mut stream) = ws.split();
-                while let Some(Ok(message)) = stream.next().await {
-                    if message.is_text() && sink.send(message).await.is_err() {
-                        return;
-                    }
-                }
-            });
+/// `capfs --root R cp` (the binary, so both sides pay one process start) against `cp`, for a
+/// 256 MiB file and a tree of 1,000 small files, alternated over 3 rounds.
+fn copy_rows(root: &Path, big: &Path) {
+    let tree = root.join("tree");
+    for d in 0..10 {
+        let dir = tree.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(
+                dir.join(format!("f{f:03}.txt")),
+                random_bytes(1000 + f * 10),
+            )
+            .unwrap();
         }
-    });
-    url
-}
-
-/// Round-trip latencies of `n` sequential echoes of `payload`.
-async fn echo_latencies(url: &str, payload: &str, n: usize) -> Vec<Duration> {
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
-        .await
-        .unwrap();
-    let mut latencies = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        ws.send(Message::text(payload.to_string())).await.unwrap();
-        loop {
-            if let Message::Text(_) = ws.next().await.unwrap().unwrap() {
-                break;
-            }
-        }
-        latencies.push(started.elapsed());
     }
-    latencies
-}
-
-/// Echo throughput with `depth` messages outstanding on one connection.
-async fn echo_pipelined(url: &str, payload: &str, n: usize, depth: usize) -> Duration {
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
-        .await
-        .unwrap();
-    let (mut sink, mut stream) = ws.split();
-    let window = Arc::new(tokio::sync::Semaphore::new(depth));
-    let started = Instant::now();
-    let sender = {
-        let window = Arc::clone(&window);
-        let payload = payload.to_string();
-        tokio::spawn(async move {
-            for _ in 0..n {
-                window.acquire().await.unwrap().forget();
-                sink.send(Message::text(payload.clone())).await.unwrap();
-            }
-            sink
-        })
+    let capfs = env!("CARGO_BIN_EXE_capfs");
+    let clear = |p: &PathBuf| {
+        let _ = std::fs::remove_file(p);
+        let _ = std::fs::remove_dir_all(p);
     };
-    let mut received = 0;
-    while received < n {
-        if let Message::Text(_) = stream.next().await.unwrap().unwrap() {
-            received += 1;
-            window.add_permits(1);
-        }
-    }
-    let _sink = sender.await.unwrap();
-    started.elapsed()
-}
-
-async fn remote_section(scratch: &Path) {
-    let root = scratch.join("remote-ws");
-    std::fs::create_dir_all(&root).unwrap();
-    let root = root.canonicalize().unwrap();
-    std::fs::write(root.join("f.txt"), b"hello").unwrap();
-    let server = Server::start(&root);
-    let fs = Arc::new(remote(&server.url).await);
-    let path = AbsolutePathBuf::new(root.join("f.txt")).unwrap();
-    let request_text =
-        format!(r#"{{"id":123456,"method":"fs/getMetadata","params":{{"path":"{path}"}}}}"#);
-    let echo_url = echo_server().await;
-    let n = 5000;
-
-    // Warm both up.
-    for _ in 0..200 {
-        fs.get_metadata(&path).await.unwrap();
-    }
-    let _ = echo_latencies(&echo_url, &request_text, 200).await;
-
-    let mut capfs_latencies = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        fs.get_metadata(&path).await.unwrap();
-        capfs_latencies.push(started.elapsed());
-    }
-    capfs_latencies.sort();
-    let mut echo = echo_latencies(&echo_url, &request_text, n).await;
-    echo.sort();
-
-    let depth = 64;
-    let total = 100_000;
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..depth {
-        let fs = Arc::clone(&fs);
-        let path = path.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..total / depth {
-                fs.get_metadata(&path).await.unwrap();
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let capfs_pipelined = started.elapsed();
-    let done = (total / depth) * depth;
-    let echo_pipelined = echo_pipelined(&echo_url, &request_text, done, depth).await;
-
-    header(
-        "Remote small operations: fs/getMetadata against a bare WebSocket echo of the request",
-        &["measure", "capfs", "WebSocket echo", "capfs / echo"],
-    );
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    for (name, p) in [
-        ("round trip, median (us)", 0.5),
-        ("round trip, p99 (us)", 0.99),
+    let mut results = Vec::new();
+    for (name, source, recursive) in [
+        ("copy a 256 MiB file", big.to_path_buf(), false),
+        ("copy a tree of 1,000 files", tree.clone(), true),
     ] {
-        let (c, e) = (percentile(&capfs_latencies, p), percentile(&echo, p));
+        let destination = root.join("copy-destination");
+        let (mut ours, mut theirs) = (Duration::MAX, Duration::MAX);
+        let (mut ours_worst, mut theirs_worst) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..3 {
+            clear(&destination);
+            let mut command = Command::new(capfs);
+            command.arg("--root").arg(root).arg("cp");
+            if recursive {
+                command.arg("-r");
+            }
+            let t = run(command.arg(&source).arg(&destination));
+            (ours, ours_worst) = (ours.min(t), ours_worst.max(t));
+            if !recursive {
+                assert!(same_contents(&source, &destination), "capfs cp corrupted");
+            }
+            clear(&destination);
+            let mut command = Command::new("cp");
+            if recursive {
+                command.arg("-r");
+            }
+            let t = run(command.arg(&source).arg(&destination));
+            (theirs, theirs_worst) = (theirs.min(t), theirs_worst.max(t));
+        }
+        clear(&destination);
+        results.push((name, ours, ours_worst, theirs, theirs_worst));
+    }
+    header(
+        "Local copy: `capfs --root R cp` against `cp` (best of 3, alternated; range over the 3)",
+        &["copy", "capfs ms", "cp ms", "capfs speed / cp"],
+    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for (name, ours, ours_worst, theirs, theirs_worst) in results {
         println!(
-            "| {name} | {:.1} | {:.1} | {:.2} |",
-            us(c),
-            us(e),
-            us(c) / us(e)
+            "| {name} | {:.1} ({:.1}-{:.1}) | {:.1} ({:.1}-{:.1}) | {:.2}x |",
+            ms(ours),
+            ms(ours),
+            ms(ours_worst),
+            ms(theirs),
+            ms(theirs),
+            ms(theirs_worst),
+            theirs.as_secs_f64() / ours.as_secs_f64(),
         );
     }
-    let ops = |d: Duration| done as f64 / d.as_secs_f64();
-    println!(
-        "| ops/s with {depth} in flight, one connection | {:.0} | {:.0} | {:.2} |",
-        ops(capfs_pipelined),
-        ops(echo_pipelined),
-        ops(capfs_pipelined) / ops(echo_pipelined),
-    );
 }

@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
@@ -19,12 +18,14 @@ use super::connect::{RemoteOptions, timed_out};
 use super::stream::MAX_UPLOADS;
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
-    InitializeResponse, METHOD_NOT_FOUND, Message, Notification, Request, RequestId,
-    RootDescription, data_frame_stream,
+    InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RequestId, RootDescription,
+    data_frame_stream,
 };
 use crate::{AbsolutePathBuf, WriteOptions};
 
-pub(super) type Reply = Result<Value, ErrorObject>;
+/// A reply as it arrived: the whole message, which its caller decodes straight into the type
+/// it expects (no `serde_json::Value` in between).
+pub(super) type Reply = Bytes;
 /// Calls awaiting their response; `None` once the connection is gone.
 type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
 /// Streamed reads receiving data frames, by stream id.
@@ -189,10 +190,11 @@ impl Client {
             ms = started.elapsed().as_secs_f64() * 1000.0,
             "call"
         );
-        match reply {
-            Ok(Err(e)) if e.code == METHOD_NOT_FOUND => Err(unsupported()),
-            reply => finish(method, reply),
+        let reply = reply.map_err(|_| connection_lost())?;
+        if error_code(&reply) == Some(METHOD_NOT_FOUND) {
+            return Err(unsupported());
         }
+        finish(method, Ok(reply))
     }
 
     /// Sends a request and returns the receiver of its reply.
@@ -201,27 +203,17 @@ impl Client {
         method: &str,
         params: impl Serialize,
     ) -> io::Result<oneshot::Receiver<Reply>> {
-        // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
-        let params = serde_json::to_value(params)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let id = self.new_id();
+        // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
+        let text = serde_json::to_string(&OutgoingRequest { id, method, params })
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().expect("pending map lock");
             let map = pending.as_mut().ok_or_else(connection_lost)?;
             map.insert(id, tx);
         }
-        let request = Message::Request(Request {
-            id: RequestId::Integer(id),
-            method: method.to_string(),
-            params: Some(params),
-        });
-        if self
-            .out
-            .send(WsMessage::text(request.to_text()))
-            .await
-            .is_err()
-        {
+        if self.out.send(WsMessage::text(text)).await.is_err() {
             self.forget(id);
             return Err(connection_lost());
         }
@@ -253,10 +245,10 @@ where
     S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
 {
     while let Some(Ok(frame)) = stream.next().await {
-        let bytes = match &frame {
-            WsMessage::Text(text) => text.as_bytes(),
+        let bytes = match frame {
+            WsMessage::Text(text) => Bytes::clone(text.as_ref()),
             WsMessage::Binary(bytes) => {
-                if let Some(stream_id) = data_frame_stream(bytes) {
+                if let Some(stream_id) = data_frame_stream(&bytes) {
                     let consumer = downloads
                         .lock()
                         .expect("downloads lock")
@@ -267,24 +259,19 @@ where
                     }
                     continue;
                 }
-                bytes.as_ref()
+                bytes
             }
             WsMessage::Close(_) => break,
             _ => continue,
         };
-        let (id, reply) = match Message::from_slice(bytes) {
-            Ok(Message::Response(r)) => (r.id, Ok(r.result)),
-            Ok(Message::Error(e)) => (e.id, Err(e.error)),
-            _ => continue,
-        };
-        let RequestId::Integer(id) = id else { continue };
+        let Some(id) = reply_id(&bytes) else { continue };
         let waiter = pending
             .lock()
             .expect("pending map lock")
             .as_mut()
             .and_then(|map| map.remove(&id));
         if let Some(waiter) = waiter {
-            let _ = waiter.send(reply);
+            let _ = waiter.send(bytes);
         }
     }
     // Dropping every waiter wakes each pending call with `BrokenPipe`.
@@ -292,22 +279,147 @@ where
     downloads.lock().expect("downloads lock").clear();
 }
 
+/// The id of the call a reply answers, or `None` when `message` is not a reply to one of ours
+/// (a request or notification from the server, a string id, not a JSON object). Only the
+/// envelope is looked at; the caller decodes the rest.
+fn reply_id(message: &[u8]) -> Option<i64> {
+    // A capfs server writes the id first: `{"id":7,"result":...` or `{"id":7,"error":...`.
+    if let Some(rest) = message.strip_prefix(br#"{"id":"#) {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let tail = &rest[digits..];
+        if (1..=18).contains(&digits)
+            && (tail.starts_with(br#","result":"#) || tail.starts_with(br#","error":"#))
+        {
+            return std::str::from_utf8(&rest[..digits]).ok()?.parse().ok();
+        }
+    }
+    /// Just the members that tell a reply from a message of another kind.
+    #[derive(Deserialize)]
+    struct Envelope {
+        id: Option<RequestId>,
+        #[serde(default, deserialize_with = "present")]
+        method: bool,
+        #[serde(default, deserialize_with = "present")]
+        result: bool,
+        #[serde(default, deserialize_with = "present")]
+        error: bool,
+    }
+    /// True for a member that is there, whatever its value (`null` included).
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| true)
+    }
+    match serde_json::from_slice(message).ok()? {
+        Envelope {
+            id: Some(RequestId::Integer(id)),
+            method: false,
+            result,
+            error,
+        } if result || error => Some(id),
+        _ => None,
+    }
+}
+
+/// A request as it goes out: the params serialised in place, without a `Value` in between.
+#[derive(Serialize)]
+struct OutgoingRequest<'a, P> {
+    id: i64,
+    method: &'a str,
+    params: P,
+}
+
+/// A reply decoded into the result type the caller expects.
+#[derive(Deserialize)]
+struct Answer<T> {
+    result: Option<T>,
+    error: Option<ErrorObject>,
+}
+
 /// Decodes a reply: the server's error as the `io::Error` it stands for, a result as `T`.
 pub(super) fn finish<T: DeserializeOwned>(
     method: &str,
     reply: Result<Reply, oneshot::error::RecvError>,
 ) -> io::Result<T> {
-    let value = reply
-        .map_err(|_| connection_lost())?
-        .map_err(ErrorObject::into_io)?;
-    serde_json::from_value(value).map_err(|e| {
+    let reply = reply.map_err(|_| connection_lost())?;
+    let unexpected = |e: &dyn std::fmt::Display| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{method}: unexpected result from server: {e}"),
         )
-    })
+    };
+    let answer: Answer<T> = serde_json::from_slice(&reply).map_err(|e| unexpected(&e))?;
+    match answer {
+        Answer {
+            error: Some(error), ..
+        } => Err(error.into_io()),
+        Answer {
+            result: Some(result),
+            ..
+        } => Ok(result),
+        Answer { .. } => Err(unexpected(&"neither a result nor an error")),
+    }
+}
+
+/// The code of an error reply; `None` for a result.
+fn error_code(reply: &[u8]) -> Option<i64> {
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    #[derive(Deserialize)]
+    struct Coded {
+        error: Option<Code>,
+    }
+    serde_json::from_slice::<Coded>(reply)
+        .ok()
+        .and_then(|c| c.error)
+        .map(|e| e.code)
 }
 
 /// The empty result of mutating methods; any object is accepted.
-#[derive(serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 pub(super) struct Empty {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_told_from_other_messages() {
+        assert_eq!(reply_id(br#"{"id":7,"result":{}}"#), Some(7));
+        assert_eq!(
+            reply_id(br#"{"id":8,"error":{"code":1,"message":"m"}}"#),
+            Some(8)
+        );
+        // Members in another order, as another server may send them.
+        assert_eq!(
+            reply_id(br#"{"jsonrpc":"2.0","result":null,"id":9}"#),
+            Some(9)
+        );
+        // A request or notification from the server is not a reply, whatever its id.
+        assert_eq!(reply_id(br#"{"id":7,"method":"x","result":1}"#), None);
+        assert_eq!(reply_id(br#"{"method":"x"}"#), None);
+        assert_eq!(reply_id(br#"{"id":"7","result":{}}"#), None);
+        assert_eq!(reply_id(br#"{"id":7}"#), None);
+        assert_eq!(reply_id(b"[1]"), None);
+        assert_eq!(
+            reply_id(br#"{"id":99999999999999999999,"result":{}}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn replies_decode_into_the_expected_type() {
+        let ok: InitializeResponse =
+            finish("m", Ok(Bytes::from_static(br#"{"id":1,"result":{}}"#))).unwrap();
+        assert_eq!(ok, InitializeResponse::default());
+        let reply =
+            br#"{"id":1,"error":{"code":-32600,"message":"/a: nope","data":{"kind":"NotFound"}}}"#;
+        let err = finish::<Empty>("m", Ok(Bytes::from_static(reply))).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        let reply = br#"{"id":1,"result":[1]}"#;
+        let err = finish::<Empty>("m", Ok(Bytes::from_static(reply))).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let err = finish::<Empty>("m", Ok(Bytes::from_static(br#"{"id":1}"#))).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+}
