@@ -1116,3 +1116,43 @@ async fn a_second_get_r_replaces_the_links_the_first_made_instead_of_following_t
     assert!(!second.status.success(), "{}", describe(&second));
     assert_eq!(names_in(&outside.join("dir")), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_display_shows_on_a_terminal_only_and_q_silences_it() {
+    let env = Env::new().await;
+    let local = env.local.join("big");
+    fs::write(&local, pattern(8 << 20, 5)).unwrap();
+    // `script` gives the client a terminal (a pty) and copies what it draws to our stdout.
+    let on_tty = |quiet: bool| {
+        let command = format!(
+            "'{BIN}' --remote {} put {} '{}' '{}'",
+            env.server.url,
+            if quiet { "-q" } else { "" },
+            local.display(),
+            env.ws("big")
+        );
+        let out = Command::new("script")
+            .args(["-qefc", &command, "/dev/null"])
+            .env_remove("CAPFS_REMOTE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", describe(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let drawn = on_tty(false);
+    assert!(
+        drawn.contains("0/1 files") && drawn.contains(" eta "),
+        "{drawn:?}"
+    );
+    assert!(
+        drawn.contains("MiB/s") && drawn.contains("/8.00 MiB"),
+        "{drawn:?}"
+    );
+    assert!(drawn.contains("put 1 file, 8.00 MiB in "), "{drawn:?}");
+    assert_eq!(on_tty(true), "");
+    // Not a terminal: only the summary line.
+    let out = env.run(&["put", local.to_str().unwrap(), &env.ws("big")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("put 1 file, 8.00 MiB in ") && stderr.lines().count() == 1);
+    assert!(!stderr.contains('\x1b'), "{stderr:?}");
+}
