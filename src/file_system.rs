@@ -88,7 +88,7 @@ pub struct FileMetadata {
 /// (symlinks are not followed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadDirectoryEntry {
-    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD).
+    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD: see `lossy_name`).
     pub file_name: String,
     /// The entry is a directory.
     pub is_directory: bool,
@@ -96,6 +96,10 @@ pub struct ReadDirectoryEntry {
     pub is_file: bool,
     /// The entry is a symlink.
     pub is_symlink: bool,
+    /// The name on disk is not valid UTF-8, so `file_name` is a lossy rendering that names
+    /// another entry or none: joined to its directory it does not reach this entry. The server
+    /// leaves such entries out of remote listings (and says how many it left out).
+    pub lossy_name: bool,
 }
 
 /// A file system an agent's tools use, confined to sandbox roots.

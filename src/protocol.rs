@@ -449,12 +449,15 @@ impl From<ReadDirectoryEntry> for DirectoryEntry {
 }
 
 impl From<DirectoryEntry> for ReadDirectoryEntry {
+    /// A name that came over the wire is exact: JSON text is UTF-8, and the server leaves out
+    /// the entries whose names are not.
     fn from(e: DirectoryEntry) -> Self {
         Self {
             file_name: e.file_name,
             is_directory: e.is_directory,
             is_file: e.is_file,
             is_symlink: e.is_symlink,
+            lossy_name: false,
         }
     }
 }
@@ -463,8 +466,16 @@ impl From<DirectoryEntry> for ReadDirectoryEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadDirectoryResponse {
-    /// One entry per name, in readdir order.
+    /// One entry per name, in readdir order, except names that are not valid UTF-8.
     pub entries: Vec<DirectoryEntry>,
+    /// A capfs extension: how many entries were left out because their names are not valid
+    /// UTF-8 (a lossy rendering would name another entry, or none). Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub non_utf8_names_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Params of [`FS_REMOVE_METHOD`].

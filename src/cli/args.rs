@@ -249,81 +249,33 @@ pub struct ServeArgs {
     /// Largest incoming message (bytes; suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
     pub max_message_bytes: u64,
-    /// Most simultaneous connections.
-    #[arg(long, default_value_t = capfs::server::DEFAULT_MAX_CONNECTIONS)]
+    /// Most simultaneous connections past their handshake.
+    #[arg(long, value_name = "N", default_value_t = capfs::server::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Most requests running at once per connection.
-    #[arg(long, default_value_t = capfs::server::DEFAULT_MAX_IN_FLIGHT)]
+    #[arg(long, value_name = "N", default_value_t = capfs::server::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
+    /// Most connections still in their handshake, apart from --max-connections.
+    #[arg(long, value_name = "N", default_value_t = capfs::server::DEFAULT_MAX_HANDSHAKES)]
+    pub max_handshakes: usize,
+    /// Time a connection has to complete its handshake (seconds, or with a unit: 500ms, 10s).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Time connections get to finish at shutdown; then they are cut and the exit status is 1.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
     /// Largest file a whole-file read (fs/readFile) returns (bytes; suffixes K, M, G);
     /// streamed reads are not bound by it.
     #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
     pub read_limit: u64,
 }
 
-/// Parses a byte count with an optional binary suffix: `4096`, `64K`, `64M`, `1G`, `1GiB`.
+/// A size flag's value: bytes, or a number with a K, M, G or T suffix (`64M`, `1G`).
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let trimmed = text.trim();
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (digits, suffix) = trimmed.split_at(digits_end);
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (like 4096, 64K, 64M or 1G)"))?;
-    let shift = match suffix.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        _ => return Err(format!("{text:?}: unknown size suffix (use K, M, G or T)")),
-    };
-    number
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{text:?} is too large"))
+    capfs::server::parse_size(text).map_err(|e| e.to_string())
 }
 
-/// Parses a duration: a number with `ms`, `s` or `m` (seconds when there is no unit).
+/// A duration flag's value: seconds, or a number with a unit (`500ms`, `10s`, `2m`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let trimmed = text.trim();
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (digits, unit) = trimmed.split_at(digits_end);
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (like 10s, 500ms or 2m)"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(number)),
-        "" | "s" => Ok(Duration::from_secs(number)),
-        "m" => Ok(Duration::from_secs(number.saturating_mul(60))),
-        _ => Err(format!("{text:?}: unknown unit (use ms, s or m)")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("1gib"), Ok(1 << 30));
-        assert!(parse_size("1X").is_err());
-        assert!(parse_size("M").is_err());
-        assert!(parse_size("99999999999T").is_err());
-    }
-
-    #[test]
-    fn durations_take_units() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("1h").is_err());
-    }
+    capfs::server::parse_duration(text).map_err(|e| e.to_string())
 }

@@ -436,9 +436,18 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_message_bytes,
         max_connections: args.max_connections,
         max_in_flight: args.max_in_flight,
+        max_handshakes: args.max_handshakes,
+        handshake_timeout: args.handshake_timeout,
+        shutdown_timeout: args.shutdown_timeout,
         audit,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
+    config
+        .validate()
+        .map_err(|e| Failure::usage(fail::reason(&e, "")))?;
+    if args.read_limit == 0 {
+        return Err(Failure::usage("--read-limit 0: must be at least 1"));
+    }
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");
         server::serve_stdio(fs, config, shutdown_signal())

@@ -116,8 +116,10 @@ pub(crate) fn read_directory(
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(with_path(path, e)),
         };
+        let name = entry.file_name();
         entries.push(ReadDirectoryEntry {
-            file_name: entry.file_name().to_string_lossy().into_owned(),
+            file_name: name.to_string_lossy().into_owned(),
+            lossy_name: name.to_str().is_none(),
             is_directory: file_type.is_dir(),
             is_file: file_type.is_file(),
             is_symlink: file_type.is_symlink(),

@@ -151,6 +151,12 @@ impl ExecutorFileSystem for RemoteFileSystem {
         let params = PathParams { path: path.clone() };
         let response: ReadDirectoryResponse =
             self.client.call(FS_READ_DIRECTORY_METHOD, params).await?;
+        if response.non_utf8_names_omitted > 0 {
+            tracing::warn!(
+                "{path}: {} entries with names that are not UTF-8 were left out of the listing",
+                response.non_utf8_names_omitted
+            );
+        }
         Ok(response.entries.into_iter().map(Into::into).collect())
     }
 

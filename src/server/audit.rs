@@ -13,7 +13,7 @@ use std::fs::OpenOptions;
 use std::io::{self, LineWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -226,55 +226,34 @@ pub(crate) fn record_refused_handshake(
     });
 }
 
-/// The paths a request names, read from its raw params (`path`, `sourcePath`,
-/// `destinationPath`), for requests refused before their params were parsed.
+/// Longest path copied into a line, in characters.
+const MAX_PATH_CHARS: usize = 1_000;
+
+/// The paths a request names, as sent: the `path`, `sourcePath` and `destinationPath` members
+/// of its raw params, for requests refused before (or while) their params were parsed. A member
+/// that is not a string is written as its JSON text; each is cut to [`MAX_PATH_CHARS`].
 pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
     ["path", "sourcePath", "destinationPath"]
         .iter()
-        .filter_map(|key| params?.get(key)?.as_str())
-        .map(|p| p.chars().take(MAX_ERROR_CHARS * 5).collect())
+        .filter_map(|key| params?.get(key))
+        .map(|value| match value {
+            Value::String(text) => cut(text),
+            other => cut(&other.to_string()),
+        })
         .collect()
 }
 
+fn cut(text: &str) -> String {
+    text.chars().take(MAX_PATH_CHARS).collect()
+}
+
 fn rfc3339_now() -> String {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(since)
+    rfc3339(SystemTime::now())
 }
 
-/// Formats a time since the epoch as UTC, RFC 3339 with milliseconds.
-fn rfc3339(since_epoch: Duration) -> String {
-    let secs = since_epoch.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        since_epoch.subsec_millis()
-    )
-}
-
-/// The proleptic Gregorian date of a day number counted from 1970-01-01, by splitting time into
-/// 400-year eras of 146,097 days, each starting on March 1st (so a leap day ends its year).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let shifted = days + 719_468; // days from 0000-03-01 to 1970-01-01
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+/// Formats a time as UTC, RFC 3339 with milliseconds.
+fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
 }
 
 #[cfg(test)]
@@ -283,23 +262,38 @@ mod tests {
 
     #[test]
     fn dates_format_as_rfc3339() {
-        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00.000Z");
+        let at = |since: Duration| rfc3339(std::time::UNIX_EPOCH + since);
+        assert_eq!(at(Duration::ZERO), "1970-01-01T00:00:00.000Z");
         assert_eq!(
-            rfc3339(Duration::from_millis(951_782_400_007)),
+            at(Duration::from_millis(951_782_400_007)),
             "2000-02-29T00:00:00.007Z"
         );
         assert_eq!(
-            rfc3339(Duration::from_secs(1_709_251_199)),
+            at(Duration::from_secs(1_709_251_199)),
             "2024-02-29T23:59:59.000Z"
         );
         assert_eq!(
-            rfc3339(Duration::from_secs(4_102_444_800)),
+            at(Duration::from_secs(4_102_444_800)),
             "2100-01-01T00:00:00.000Z"
         );
+    }
+
+    #[test]
+    fn raw_paths_are_kept_as_sent_and_cut() {
+        let params = serde_json::json!({
+            "path": "relative/x",
+            "sourcePath": 7,
+            "destinationPath": {"a": ["/b"]},
+            "other": "/not-a-path",
+        });
         assert_eq!(
-            rfc3339(Duration::from_secs(1_767_225_599)),
-            "2025-12-31T23:59:59.000Z"
+            raw_paths(Some(&params)),
+            ["relative/x", "7", r#"{"a":["/b"]}"#]
         );
+        let long = serde_json::json!({"path": "x".repeat(5_000)});
+        assert_eq!(raw_paths(Some(&long))[0].len(), MAX_PATH_CHARS);
+        assert!(raw_paths(None).is_empty());
+        assert!(raw_paths(Some(&Value::Null)).is_empty());
     }
 
     #[test]

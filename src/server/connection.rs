@@ -7,10 +7,12 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
@@ -70,16 +72,19 @@ impl Connection {
     pub(crate) async fn run<S>(
         mut self,
         ws: tokio_tungstenite::WebSocketStream<S>,
-        mut stop: watch::Receiver<bool>,
+        stop: CancellationToken,
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sink, mut stream) = ws.split();
         let (out_tx, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
-        let writer = tokio::spawn(crate::transport::ws::write_queued(sink, out_rx));
+        // Dropping the connection (cut at the shutdown deadline) ends its writer too.
+        let writer = AbortOnDropHandle::new(tokio::spawn(crate::transport::ws::write_queued(
+            sink, out_rx,
+        )));
         loop {
             let incoming = tokio::select! {
-                _ = stop.wait_for(|stopping| *stopping) => break,
+                () = stop.cancelled() => break,
                 incoming = stream.next() => incoming,
             };
             match incoming {

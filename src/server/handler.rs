@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::audit;
+
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
     CreateSymlinkParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
@@ -48,10 +50,13 @@ pub(crate) async fn dispatch(
     outcome: &mut Outcome,
 ) -> Result<Value, ErrorObject> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
+    // What was sent, for the audit line of a request whose params do not parse; replaced by
+    // the parsed paths once they do.
+    outcome.paths = audit::raw_paths(params.as_ref());
     match method {
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let data = fs.read_file(&p.path).await.map_err(io)?;
             outcome.bytes = data.len() as u64;
             reply(ReadFileResponse {
@@ -60,7 +65,7 @@ pub(crate) async fn dispatch(
         }
         FS_WRITE_FILE_METHOD => {
             let p: WriteFileParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let data = STANDARD.decode(p.data_base64.as_bytes()).map_err(|e| {
                 invalid_input(
                     INVALID_REQUEST,
@@ -73,7 +78,7 @@ pub(crate) async fn dispatch(
         }
         FS_CREATE_DIRECTORY_METHOD => {
             let p: CreateDirectoryParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let options = CreateDirectoryOptions {
                 recursive: p.recursive.unwrap_or(true),
             };
@@ -82,21 +87,26 @@ pub(crate) async fn dispatch(
         }
         FS_GET_METADATA_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let metadata = fs.get_metadata(&p.path).await.map_err(io)?;
             reply(GetMetadataResponse::from(metadata))
         }
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let entries = fs.read_directory(&p.path).await.map_err(io)?;
+            // A lossy name shown to the client would lead it to another entry (or none) when
+            // sent back: such entries are left out and counted instead.
+            let (lossy, exact): (Vec<_>, Vec<_>) =
+                entries.into_iter().partition(|entry| entry.lossy_name);
             reply(ReadDirectoryResponse {
-                entries: entries.into_iter().map(Into::into).collect(),
+                entries: exact.into_iter().map(Into::into).collect(),
+                non_utf8_names_omitted: lossy.len() as u64,
             })
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.paths = vec![p.path.to_string()];
             let options = RemoveOptions {
                 recursive: p.recursive.unwrap_or(true),
                 force: p.force.unwrap_or(true),
@@ -106,8 +116,7 @@ pub(crate) async fn dispatch(
         }
         FS_COPY_METHOD => {
             let p: CopyParams = parse(params)?;
-            outcome.paths.push(p.source_path.to_string());
-            outcome.paths.push(p.destination_path.to_string());
+            outcome.paths = vec![p.source_path.to_string(), p.destination_path.to_string()];
             let options = CopyOptions {
                 recursive: p.recursive.unwrap_or(false),
             };
@@ -118,8 +127,7 @@ pub(crate) async fn dispatch(
         }
         FS_RENAME_METHOD => {
             let p: RenameParams = parse(params)?;
-            outcome.paths.push(p.source_path.to_string());
-            outcome.paths.push(p.destination_path.to_string());
+            outcome.paths = vec![p.source_path.to_string(), p.destination_path.to_string()];
             let options = RenameOptions {
                 overwrite: p.overwrite.unwrap_or(false),
             };

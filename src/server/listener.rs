@@ -5,16 +5,18 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use subtle::ConstantTimeEq;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::audit;
 use super::config::{ServerConfig, ws_config};
@@ -22,12 +24,16 @@ use super::connection::{Connection, Shared};
 use crate::LocalFileSystem;
 use crate::transport::stdio::EndAsStop;
 
-/// Bound on the time from accepting a TCP connection to a completed WebSocket handshake, so a
-/// peer that connects and says nothing does not hold a connection slot.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The answer to `GET /readyz`.
 const READYZ_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
     Content-Length: 6\r\nConnection: close\r\n\r\nready\n";
+/// Accept failures are logged at most once per this interval, with a count of the others.
+const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// The first pause after accepting failed for want of descriptors or memory; it doubles with
+/// every further failure up to [`MAX_ACCEPT_PAUSE`] and resets on the next success.
+const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
+/// The longest pause between two accepts while descriptors or memory are exhausted.
+const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(500);
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -38,12 +44,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listening socket.
+    /// Checks the configuration and binds the listening socket.
     ///
     /// # Errors
     ///
+    /// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]);
     /// `PermissionDenied` for a non-loopback address without a token; the bind error otherwise.
     pub async fn bind(fs: LocalFileSystem, config: ServerConfig) -> io::Result<Self> {
+        config.validate()?;
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -69,60 +77,172 @@ impl Server {
         &self.url
     }
 
-    /// Serves until `shutdown` completes, then stops accepting, lets every connection finish
-    /// the requests it is running, and returns.
+    /// Serves until `shutdown` completes, then stops accepting and lets every connection finish
+    /// the requests it is running, for at most the configured shutdown timeout; connections
+    /// still open then are cut (their tasks dropped, their sockets closed).
     ///
     /// # Errors
     ///
-    /// Only when accepting fails in a way that is not about one connection.
+    /// `TimedOut` when connections had to be cut at the shutdown deadline, saying how many.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
+        let shutdown_timeout = self.config.shutdown_timeout;
         let shared = Arc::new(Shared {
             fs: self.fs,
             connections: Arc::new(Semaphore::new(self.config.max_connections)),
             config: self.config,
         });
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let mut connections = JoinSet::new();
+        // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
+        let stop = CancellationToken::new();
+        let cut = CancellationToken::new();
+        let connections = TaskTracker::new();
+        let mut failures = AcceptFailures::default();
         let mut next_connection_id = 0u64;
         tokio::pin!(shutdown);
         loop {
-            tokio::select! {
+            let accepted = tokio::select! {
                 () = &mut shutdown => break,
-                accepted = self.listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(accepted) => accepted,
-                        Err(e) => {
-                            tracing::warn!("accept failed: {e}");
-                            continue;
+                accepted = self.listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    if let Some(pause) = failures.record(&e) {
+                        tokio::select! {
+                            () = &mut shutdown => break,
+                            () = tokio::time::sleep(pause) => {}
                         }
-                    };
-                    next_connection_id += 1;
-                    let id = next_connection_id;
-                    let shared = Arc::clone(&shared);
-                    let stop = stop_rx.clone();
-                    connections.spawn(async move {
-                        if let Err(e) = serve_connection(shared, stream, peer, id, stop).await {
+                    }
+                    continue;
+                }
+            };
+            failures.reset_pause();
+            next_connection_id += 1;
+            let id = next_connection_id;
+            // A connection that has not finished its handshake holds a handshake slot, never a
+            // connection slot; when every handshake slot is taken, the newcomer is closed at
+            // once so that silent peers cannot pile up descriptors.
+            let Ok(handshake) = Arc::clone(&handshakes).try_acquire_owned() else {
+                tracing::debug!(connection = id, %peer, "too many handshakes in progress: closed");
+                drop(stream);
+                continue;
+            };
+            let shared = Arc::clone(&shared);
+            let stop = stop.clone();
+            let cut = cut.clone();
+            connections.spawn(async move {
+                tokio::select! {
+                    () = cut.cancelled() => {}
+                    served = serve_connection(shared, stream, peer, id, handshake, stop) => {
+                        if let Err(e) = served {
                             tracing::debug!(connection = id, %peer, "connection ended: {e}");
                         }
-                    });
+                    }
                 }
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            }
+            });
         }
         drop(self.listener);
         tracing::info!("shutting down: finishing in-flight requests");
-        let _ = stop_tx.send(true);
-        while connections.join_next().await.is_some() {}
-        Ok(())
+        stop.cancel();
+        connections.close();
+        if tokio::time::timeout(shutdown_timeout, connections.wait())
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        let open = connections.len();
+        cut.cancel();
+        connections.wait().await;
+        Err(shutdown_deadline_passed(shutdown_timeout, open))
     }
 }
 
-/// Compares two secrets in time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
+    let noun = if open == 1 {
+        "connection"
+    } else {
+        "connections"
+    };
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "shutdown timeout of {} passed: cut {open} {noun} still open",
+            humantime::format_duration(timeout)
+        ),
+    )
+}
+
+/// What the accept loop remembers of its failures: when it last logged one, how many it has
+/// not logged since, and how long to pause after the next one.
+struct AcceptFailures {
+    logged_at: Option<Instant>,
+    unlogged: u64,
+    pause: Duration,
+}
+
+impl Default for AcceptFailures {
+    fn default() -> Self {
+        Self {
+            logged_at: None,
+            unlogged: 0,
+            pause: MIN_ACCEPT_PAUSE,
+        }
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl AcceptFailures {
+    /// Logs `error` unless one was logged less than [`ACCEPT_LOG_INTERVAL`] ago (then it is
+    /// counted for the next line), and returns the pause to take before accepting again: one
+    /// that grows for exhausted descriptors or memory, which no retry can fix at once, and none
+    /// for a failure of one connection (a peer that reset before it was accepted).
+    fn record(&mut self, error: &io::Error) -> Option<Duration> {
+        let exhausted = is_resource_exhaustion(error);
+        let now = Instant::now();
+        if self
+            .logged_at
+            .is_some_and(|at| now.duration_since(at) < ACCEPT_LOG_INTERVAL)
+        {
+            self.unlogged += 1;
+        } else {
+            let unlogged = std::mem::take(&mut self.unlogged);
+            let every = humantime::format_duration(ACCEPT_LOG_INTERVAL);
+            if exhausted {
+                tracing::warn!(
+                    unlogged,
+                    "accept failed: {error}; pausing accepts (logged at most once every {every})"
+                );
+            } else {
+                tracing::warn!(
+                    unlogged,
+                    "accept failed: {error} (logged at most once every {every})"
+                );
+            }
+            self.logged_at = Some(now);
+        }
+        if !exhausted {
+            return None;
+        }
+        let pause = self.pause;
+        self.pause = (self.pause * 2).min(MAX_ACCEPT_PAUSE);
+        Some(pause)
+    }
+
+    fn reset_pause(&mut self) {
+        self.pause = MIN_ACCEPT_PAUSE;
+    }
+}
+
+/// `EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`: the process or the system is out of descriptors or
+/// memory, and accepting again at once would fail the same way.
+fn is_resource_exhaustion(error: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let Some(raw) = error.raw_os_error() else {
+        return false;
+    };
+    [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
+        .iter()
+        .any(|errno| errno.raw_os_error() == raw)
 }
 
 /// Why a handshake is refused: the HTTP status and a one-line body.
@@ -132,6 +252,20 @@ fn refusal((status, body): Refusal) -> ErrorResponse {
     let mut response = ErrorResponse::new(Some(body.to_string()));
     *response.status_mut() = status;
     response
+}
+
+/// The credentials of an `Authorization` value with the `Bearer` scheme, whose name is
+/// case-insensitive (RFC 9110, section 11.1); `None` for any other scheme.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim_start_matches(' '))
+}
+
+/// True when `presented` is `token`, compared in time that depends only on their lengths.
+fn token_matches(presented: &str, token: &str) -> bool {
+    presented.as_bytes().ct_eq(token.as_bytes()).into()
 }
 
 /// Decides whether a handshake may proceed: no `Origin` (no browser page may drive the
@@ -148,9 +282,9 @@ fn check_handshake(request: &Request, token: Option<&str>) -> Result<(), Refusal
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(bearer_credentials)
             .unwrap_or("");
-        if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        if !token_matches(presented, token) {
             return Err((
                 StatusCode::UNAUTHORIZED,
                 "capfs: missing or wrong bearer token",
@@ -160,35 +294,47 @@ fn check_handshake(request: &Request, token: Option<&str>) -> Result<(), Refusal
     Ok(())
 }
 
+/// Runs one accepted connection: the handshake (holding `handshake`, a handshake slot, and
+/// bounded by the handshake timeout), then, once it passed every check and took a connection
+/// slot, the connection itself until it ends or `stop` asks it to finish.
 async fn serve_connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
     id: u64,
-    stop: watch::Receiver<bool>,
+    handshake: OwnedSemaphorePermit,
+    stop: CancellationToken,
 ) -> Result<(), WsError> {
     let _ = stream.set_nodelay(true);
     let handshake_shared = Arc::clone(&shared);
-    let handshake = async move {
+    let accept = async move {
         if is_readyz_request(&peek_head(&stream).await?) {
             answer_readyz(stream).await?;
             tracing::debug!(connection = id, %peer, "answered /readyz");
             return Ok(None);
         }
         let shared = handshake_shared;
-        let permit = Arc::clone(&shared.connections).try_acquire_owned().ok();
-        let full = permit.is_none();
+        // Taken only once the request has passed the other checks: a peer that sends half a
+        // request, or the wrong token, never holds a connection slot.
+        let mut permit: Option<OwnedSemaphorePermit> = None;
+        let slot = &mut permit;
+        let connections = Arc::clone(&shared.connections);
         let token = shared.config.token.clone();
         let audit = shared.config.audit.clone();
         // The callback's error type is tungstenite's, large as it is.
         #[allow(clippy::result_large_err)]
         let callback = move |request: &Request, response: Response| {
             let mut verdict = check_handshake(request, token.as_deref());
-            if verdict.is_ok() && full {
-                verdict = Err((
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "capfs: too many connections; try again later",
-                ));
+            if verdict.is_ok() {
+                match connections.try_acquire_owned() {
+                    Ok(acquired) => *slot = Some(acquired),
+                    Err(_) => {
+                        verdict = Err((
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "capfs: too many connections; try again later",
+                        ));
+                    }
+                }
             }
             if let (Err(refused), Some(audit)) = (verdict, &audit) {
                 audit::record_refused_handshake(audit, id, &peer.to_string(), refused);
@@ -199,17 +345,22 @@ async fn serve_connection(
         let config = ws_config(&shared.config);
         let ws =
             tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await?;
+        let permit = permit.expect("an accepted handshake took a connection slot");
         Ok::<_, WsError>(Some((ws, permit)))
     };
-    let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
-        .await
-        .map_err(|_| {
+    let deadline = shared.config.handshake_timeout;
+    // A handshake has no request to finish: at shutdown it is dropped at once.
+    let accepted = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        accepted = tokio::time::timeout(deadline, accept) => accepted.map_err(|_| {
             WsError::Io(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "no complete handshake in time",
             ))
-        })??;
-    let Some((ws, permit)) = accepted else {
+        }),
+    };
+    drop(handshake);
+    let Some((ws, permit)) = accepted?? else {
         return Ok(());
     };
     tracing::debug!(connection = id, %peer, "connected");
@@ -260,7 +411,7 @@ async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
 ///
 /// # Errors
 ///
-/// None today; the result leaves room for transport set-up failures.
+/// As [`serve_byte_stream`].
 pub async fn serve_stdio(
     fs: LocalFileSystem,
     config: ServerConfig,
@@ -271,11 +422,13 @@ pub async fn serve_stdio(
 }
 
 /// Serves exactly one connection over `io`, as [`serve_stdio`] does over stdin and stdout;
-/// `peer` names the other end in logs.
+/// `peer` names the other end in logs. Once `shutdown` completes, the running requests get the
+/// configured shutdown timeout to finish; then the connection is cut.
 ///
 /// # Errors
 ///
-/// None today; the result leaves room for transport set-up failures.
+/// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]); `TimedOut` when
+/// the connection had to be cut at the shutdown deadline.
 pub async fn serve_byte_stream<S>(
     fs: LocalFileSystem,
     config: ServerConfig,
@@ -286,11 +439,11 @@ pub async fn serve_byte_stream<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stop_tx = Arc::new(stop_tx);
+    config.validate()?;
+    let stop = CancellationToken::new();
     let io = EndAsStop {
         io,
-        stop: Some(Arc::clone(&stop_tx)),
+        stop: stop.clone(),
     };
     let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
         io,
@@ -298,23 +451,24 @@ where
         Some(ws_config(&config)),
     )
     .await;
+    let shutdown_timeout = config.shutdown_timeout;
     let shared = Arc::new(Shared {
         fs,
         connections: Arc::new(Semaphore::new(1)),
         config,
     });
-    let run = Connection::new(shared, 1, peer.into()).run(ws, stop_rx);
+    let run = Connection::new(shared, 1, peer.into()).run(ws, stop.clone());
     tokio::pin!(run);
     tokio::pin!(shutdown);
     tokio::select! {
-        () = &mut run => {}
-        () = &mut shutdown => {
-            tracing::info!("shutting down: finishing in-flight requests");
-            let _ = stop_tx.send(true);
-            run.await;
-        }
+        () = &mut run => return Ok(()),
+        () = &mut shutdown => {}
     }
-    Ok(())
+    tracing::info!("shutting down: finishing in-flight requests");
+    stop.cancel();
+    tokio::time::timeout(shutdown_timeout, run)
+        .await
+        .map_err(|_| shutdown_deadline_passed(shutdown_timeout, 1))
 }
 
 #[cfg(test)]
@@ -322,10 +476,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secrets"));
-        assert!(!constant_time_eq(b"", b"x"));
+    fn tokens_compare_exactly() {
+        assert!(token_matches("secret", "secret"));
+        assert!(!token_matches("secret", "secreT"));
+        assert!(!token_matches("secret", "secrets"));
+        assert!(!token_matches("", "x"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in [
+            "Bearer t0k",
+            "bearer t0k",
+            "BEARER t0k",
+            "bEaReR   t0k",
+            " Bearer t0k ",
+        ] {
+            assert_eq!(bearer_credentials(value), Some("t0k"), "{value:?}");
+        }
+        for value in ["Basic t0k", "Bearert0k", "t0k", "", "Bearer"] {
+            assert_eq!(bearer_credentials(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn only_exhausted_resources_pause_accepts() {
+        use rustix::io::Errno;
+        let os = |errno: Errno| io::Error::from_raw_os_error(errno.raw_os_error());
+        let mut failures = AcceptFailures::default();
+        assert_eq!(failures.record(&os(Errno::MFILE)), Some(MIN_ACCEPT_PAUSE));
+        assert_eq!(
+            failures.record(&os(Errno::NFILE)),
+            Some(MIN_ACCEPT_PAUSE * 2)
+        );
+        for _ in 0..20 {
+            failures.record(&os(Errno::MFILE));
+        }
+        assert_eq!(failures.record(&os(Errno::MFILE)), Some(MAX_ACCEPT_PAUSE));
+        // All but the first were counted, not logged: the interval has not passed.
+        assert_eq!(failures.unlogged, 22);
+        assert_eq!(failures.record(&os(Errno::CONNABORTED)), None);
+        failures.reset_pause();
+        assert_eq!(failures.record(&os(Errno::MFILE)), Some(MIN_ACCEPT_PAUSE));
     }
 }

@@ -18,8 +18,9 @@ mod stream;
 
 pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use config::{
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, ServerConfig,
-    parse_listen_url,
+    DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, ServerConfig,
+    parse_duration, parse_listen_url, parse_size,
 };
 pub use handler::FS_METHODS;
 pub use listener::{Server, serve_byte_stream, serve_stdio};

@@ -2,11 +2,10 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// A byte stream whose end of input stops the connection like a shutdown does, instead of
 /// reaching tungstenite: tungstenite takes an end without a close frame for a dead connection
@@ -14,7 +13,7 @@ use tokio::sync::watch;
 /// A client that closes its side (stdin) after its last request still gets every reply.
 pub(crate) struct EndAsStop<S> {
     pub(crate) io: S,
-    pub(crate) stop: Option<Arc<watch::Sender<bool>>>,
+    pub(crate) stop: CancellationToken,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for EndAsStop<S> {
@@ -27,9 +26,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for EndAsStop<S> {
         let this = &mut *self;
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) if buf.filled().len() == before && buf.remaining() > 0 => {
-                if let Some(stop) = this.stop.take() {
-                    let _ = stop.send(true);
-                }
+                this.stop.cancel();
                 // Never ready again: the connection stops reading on the signal above.
                 Poll::Pending
             }
