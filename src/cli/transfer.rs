@@ -21,7 +21,7 @@ use capfs::{
 };
 
 use crate::args::TransferArgs;
-use crate::fail::{EXIT_FAILURE, Failure};
+use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
 use crate::names::quote;
 
 /// Symlinks followed at a local destination before giving up, as the kernel does.
@@ -138,7 +138,20 @@ impl Progress {
 /// A synchronous writer behind `AsyncWrite`: the client's runtime has nothing else to do while
 /// a transfer runs, and a page-cache write takes microseconds, so this is cheaper than
 /// `tokio::fs::File`, which hands every write to the blocking pool.
-struct Direct<W>(W);
+/// It remembers whether a write failed, so that a failed stream is blamed on the right side.
+struct Direct<W> {
+    inner: W,
+    failed: bool,
+}
+
+impl<W: Write + Unpin> Direct<W> {
+    fn new(inner: W) -> Self {
+        Self {
+            inner,
+            failed: false,
+        }
+    }
+}
 
 impl<W: Write + Unpin> AsyncWrite for Direct<W> {
     fn poll_write(
@@ -146,14 +159,18 @@ impl<W: Write + Unpin> AsyncWrite for Direct<W> {
         _: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<io::Result<usize>> {
-        std::task::Poll::Ready(self.0.write(buf))
+        let result = self.inner.write(buf);
+        self.failed |= result.is_err();
+        std::task::Poll::Ready(result)
     }
 
     fn poll_flush(
         mut self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<()>> {
-        std::task::Poll::Ready(self.0.flush())
+        let result = self.inner.flush();
+        self.failed |= result.is_err();
+        std::task::Poll::Ready(result)
     }
 
     fn poll_shutdown(
@@ -351,22 +368,27 @@ async fn get_file(
     let base = progress.bytes;
     let bar = progress.bar.clone();
     let mut on_progress = |n: u64| bar.set_position(base + n);
-    let copied = {
-        let result = match &mut sink {
-            Sink::Stdout => {
-                let mut out = Direct(io::stdout());
-                fs.read_file_to(source, &mut out, &mut on_progress).await
-            }
-            Sink::InPlace(file) => {
-                let mut out = Direct(file);
-                fs.read_file_to(source, &mut out, &mut on_progress).await
-            }
-            Sink::Replace { temp, .. } => {
-                let mut out = Direct(temp.as_file_mut());
-                fs.read_file_to(source, &mut out, &mut on_progress).await
-            }
-        };
-        result.map_err(|e| side_failure(e, source, &shown))?
+    let (result, local_failed) = match &mut sink {
+        Sink::Stdout => {
+            let mut out = Direct::new(io::stdout());
+            let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
+            (result, out.failed)
+        }
+        Sink::InPlace(file) => {
+            let mut out = Direct::new(file);
+            let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
+            (result, out.failed)
+        }
+        Sink::Replace { temp, .. } => {
+            let mut out = Direct::new(temp.as_file_mut());
+            let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
+            (result, out.failed)
+        }
+    };
+    let copied = match result {
+        Ok(copied) => copied,
+        Err(e) if local_failed => return Err(local_write_failure(&e, &shown)),
+        Err(e) => return Err(Failure::at("cannot read", &source.to_string(), &e)),
     };
     let mtime = options.preserve.then_some(metadata.modified_at_ms);
     sink.commit(Some(metadata.mode), mtime).map_err(local)?;
@@ -376,11 +398,13 @@ async fn get_file(
 
 /// A failed stream blames the side whose error it is: a local write error names the local
 /// path, anything else the sandbox path.
-fn side_failure(err: io::Error, source: &AbsolutePathBuf, local: &str) -> Failure {
-    if err.kind() == io::ErrorKind::StorageFull || err.kind() == io::ErrorKind::BrokenPipe {
-        return Failure::at("cannot write local file", local, &err);
+/// A local write that failed. A reader that went away (`capfs cat f | head -1`) ends the
+/// client quietly with the status a SIGPIPE death gives, as coreutils' tools end.
+fn local_write_failure(err: &io::Error, local: &str) -> Failure {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        return Failure::quiet(EXIT_BROKEN_PIPE);
     }
-    Failure::at("cannot read", &source.to_string(), &err)
+    Failure::at("cannot write local file", local, err)
 }
 
 /// One local file to a sandbox path; returns the bytes copied.
@@ -422,19 +446,21 @@ async fn put_file(
 /// `cat`: each sandbox file to stdout, in order; `-` copies stdin.
 pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), Failure> {
     for path in paths {
-        let mut out = Direct(io::stdout());
-        match path {
+        let mut out = Direct::new(io::stdout());
+        let (result, shown) = match path {
             None => {
                 let mut stdin = tokio::io::stdin();
-                tokio::io::copy(&mut stdin, &mut out)
-                    .await
-                    .map_err(|e| Failure::at("cannot copy", "-", &e))?;
+                (tokio::io::copy(&mut stdin, &mut out).await, "-".to_string())
             }
-            Some(path) => {
-                fs.read_file_to(path, &mut out, &mut |_| {})
-                    .await
-                    .map_err(|e| Failure::at("cannot read", &path.to_string(), &e))?;
-            }
+            Some(path) => (
+                fs.read_file_to(path, &mut out, &mut |_| {}).await,
+                path.to_string(),
+            ),
+        };
+        match result {
+            Ok(_) => {}
+            Err(e) if out.failed => return Err(local_write_failure(&e, "stdout")),
+            Err(e) => return Err(Failure::at("cannot read", &shown, &e)),
         }
     }
     Ok(())

@@ -1156,3 +1156,41 @@ async fn the_progress_display_shows_on_a_terminal_only_and_q_silences_it() {
     assert!(stderr.starts_with("put 1 file, 8.00 MiB in ") && stderr.lines().count() == 1);
     assert!(!stderr.contains('\x1b'), "{stderr:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_goes_away_ends_cat_quietly_and_a_lost_server_is_blamed() {
+    let env = Env::new().await;
+    fs::write(env.ws.join("big"), pattern(4 << 20, 9)).unwrap();
+    // `capfs cat big | head -c 10`: the pipe closes early.
+    let mut cat = env
+        .command()
+        .args(["cat", &env.ws("big")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    cat.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = cat.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", describe(&out));
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+
+    // The server goes away mid-transfer: the remote side is named, with the connection status.
+    let (url, server) = stalling_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let child = client()
+        .args(["--remote", &url, "get", "-q", "/ws/f"])
+        .arg(dir.path().join("dest"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the temporary file", || !names_in(dir.path()).is_empty());
+    server.abort();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "capfs: cannot read '/ws/f': connection to the capfs server was lost\n"
+    );
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
+}
