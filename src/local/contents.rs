@@ -16,14 +16,24 @@ const FALLBACK_BUFFER: usize = 1 << 20;
 
 /// Copies the first `len` bytes of `src` (its size when opened) into the empty file `dst`,
 /// leaving `dst` exactly `len` bytes long. A source that shrinks meanwhile ends the copy early.
+/// Holes are looked for only when `sparse` (the source has fewer blocks than bytes): a dense
+/// file is copied in one range.
 ///
 /// # Errors
 ///
 /// Any read or write error of the two files.
-pub(crate) fn copy_contents(src: impl AsFd, dst: impl AsFd, len: u64) -> io::Result<()> {
+pub(crate) fn copy_contents(
+    src: impl AsFd,
+    dst: impl AsFd,
+    len: u64,
+    sparse: bool,
+) -> io::Result<()> {
     let (src, dst) = (src.as_fd(), dst.as_fd());
     if len == 0 || rustix::fs::ioctl_ficlone(dst, src).is_ok() {
         return Ok(());
+    }
+    if !sparse {
+        return copy_range(src, dst, 0, len);
     }
     rustix::fs::ftruncate(dst, len)?;
     let mut pos = 0;
@@ -31,13 +41,18 @@ pub(crate) fn copy_contents(src: impl AsFd, dst: impl AsFd, len: u64) -> io::Res
         let start = match rustix::fs::seek(src, SeekFrom::Data(pos)) {
             Ok(start) => start,
             // No data past `pos`: the rest is a hole, already there after the truncate.
-            Err(Errno::NXIO) => return Ok(()),
+            Err(Errno::NXIO) => break,
             // No hole support: everything left is data.
             Err(_) => return copy_range(src, dst, pos, len),
         };
         let end = rustix::fs::seek(src, SeekFrom::Hole(start)).map_or(len, |end| end.min(len));
         copy_range(src, dst, start, end)?;
         pos = end;
+    }
+    // A source that shrank since it was opened: the copy is as long as it is now.
+    let now = rustix::fs::fstat(src)?.st_size as u64;
+    if now < len {
+        rustix::fs::ftruncate(dst, now)?;
     }
     Ok(())
 }
@@ -95,4 +110,49 @@ fn read_write_range(
         pos += read as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Seek, Write};
+
+    fn file_with(data: &[u8]) -> std::fs::File {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(data).unwrap();
+        file.rewind().unwrap();
+        file
+    }
+
+    fn contents(mut file: &std::fs::File) -> Vec<u8> {
+        let mut out = Vec::new();
+        file.rewind().unwrap();
+        std::io::Read::read_to_end(&mut file, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_read_write_fallback_copies_a_range_at_its_offsets() {
+        let data: Vec<u8> = (0..3 * FALLBACK_BUFFER + 17).map(|i| i as u8).collect();
+        let (src, dst) = (file_with(&data), file_with(b""));
+        rustix::fs::ftruncate(&dst, data.len() as u64).unwrap();
+        read_write_range(src.as_fd(), dst.as_fd(), 5, data.len() as u64).unwrap();
+        let mut want = data.clone();
+        want[..5].fill(0);
+        assert_eq!(contents(&dst), want);
+    }
+
+    #[test]
+    fn a_source_shorter_than_announced_ends_the_copy_where_its_data_ends() {
+        let src = file_with(b"0123456789");
+        for sparse in [false, true] {
+            let dst = file_with(b"");
+            copy_contents(&src, &dst, 4096, sparse).unwrap();
+            assert_eq!(contents(&dst), b"0123456789", "sparse: {sparse}");
+        }
+        let dst = file_with(b"");
+        rustix::fs::ftruncate(&dst, 4096).unwrap();
+        read_write_range(src.as_fd(), dst.as_fd(), 0, 4096).unwrap();
+        assert_eq!(contents(&dst), b"0123456789");
+    }
 }

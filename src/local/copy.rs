@@ -7,7 +7,7 @@ use std::io::{self, ErrorKind};
 use std::path::Path;
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
-use cap_std::fs::{Dir, File};
+use cap_std::fs::{Dir, File, Metadata, MetadataExt};
 
 use super::read::nonblocking_read_options;
 use super::walk::{self, dir_id};
@@ -69,9 +69,9 @@ fn source_options() -> cap_std::fs::OpenOptions {
     options
 }
 
-/// Opens `name` in `dir` as a copy source: `Ok(None)` when it is not a regular file (a socket
-/// refuses the open itself with `ENXIO`).
-fn open_source(dir: &Dir, name: &Path) -> io::Result<Option<File>> {
+/// Opens `name` in `dir` as a copy source, with its metadata: `Ok(None)` when it is not a
+/// regular file (a socket refuses the open itself with `ENXIO`).
+fn open_source(dir: &Dir, name: &Path) -> io::Result<Option<(File, Metadata)>> {
     let file = match dir.open_with(name, &source_options()) {
         Ok(file) => file,
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
@@ -79,8 +79,8 @@ fn open_source(dir: &Dir, name: &Path) -> io::Result<Option<File>> {
         }
         Err(e) => return Err(e),
     };
-    let is_file = file.metadata()?.is_file();
-    Ok(is_file.then_some(file))
+    let metadata = file.metadata()?;
+    Ok(metadata.is_file().then_some((file, metadata)))
 }
 
 fn copy_file(
@@ -94,13 +94,12 @@ fn copy_file(
         open_source(src.root.dir(), p)
     })
     .map_err(|e| with_path(source, e))?;
-    let Some(file) = opened else {
+    let Some((file, source_metadata)) = opened else {
         return Err(error::fixed(
             ErrorKind::InvalidInput,
             error::COPY_UNSUPPORTED_TYPE,
         ));
     };
-    let source_metadata = file.metadata().map_err(|e| with_path(source, e))?;
     let target = WriteTarget::resolve(dst, destination)?;
     walk::require_writable_dir(sandbox, dst.root, &target.parent, destination)?;
     target.existing_file_permissions(destination)?;
@@ -112,27 +111,18 @@ fn copy_file(
             error::COPY_ONTO_ITSELF,
         ));
     }
-    write_copy(
-        file,
-        &target.parent,
-        &target.name,
-        source_metadata.permissions(),
-    )
-    .map_err(|e| with_path(destination, e))
+    write_copy(&file, &source_metadata, &target.parent, &target.name)
+        .map_err(|e| with_path(destination, e))
 }
 
-/// Copies `file` into a new file that replaces `name` in `parent`, with `permissions` (without
-/// setuid and setgid, see [`replace_file`]). The data moves inside the kernel and holes stay
-/// holes (see `contents.rs`).
-fn write_copy(
-    file: File,
-    parent: &Dir,
-    name: &OsStr,
-    permissions: cap_std::fs::Permissions,
-) -> io::Result<()> {
-    let len = file.metadata()?.len();
-    replace_file(parent, name, Some(permissions), |out| {
-        contents::copy_contents(&file, &*out, len)
+/// Copies `file` (whose metadata at opening is `metadata`) into a new file that replaces `name`
+/// in `parent`, with its permissions (without setuid and setgid, see [`replace_file`]). The
+/// data moves inside the kernel and holes stay holes (see `contents.rs`).
+fn write_copy(file: &File, metadata: &Metadata, parent: &Dir, name: &OsStr) -> io::Result<()> {
+    let len = metadata.len();
+    let sparse = metadata.blocks().saturating_mul(512) < len;
+    replace_file(parent, name, Some(metadata.permissions()), |out| {
+        contents::copy_contents(file, &*out, len, sparse)
     })
 }
 
@@ -311,16 +301,15 @@ fn copy_entries(
             place_symlink(dst_dir, &name, &text).map_err(|e| with_path(destination, e))?;
         } else if file_type.is_file() {
             // Swapped for something else since readdir: skip it like any special file.
-            let file = match open_source(src_dir, Path::new(&name)) {
-                Ok(Some(file)) => file,
+            let (file, metadata) = match open_source(src_dir, Path::new(&name)) {
+                Ok(Some(opened)) => opened,
                 Ok(None) => continue,
                 Err(e) if e.kind() == ErrorKind::NotFound || walk::is_not_a_directory(&e) => {
                     continue;
                 }
                 Err(e) => return Err(src_err(e)),
             };
-            let permissions = file.metadata().map_err(src_err)?.permissions();
-            write_copy(file, dst_dir, &name, permissions).map_err(|e| with_path(destination, e))?;
+            write_copy(&file, &metadata, dst_dir, &name).map_err(|e| with_path(destination, e))?;
         }
     }
     Ok(subdirs)

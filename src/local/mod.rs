@@ -14,8 +14,11 @@
 //!
 //! Dropping the future of an operation does not stop it: the blocking work runs to completion
 //! (or failure) on its thread, and its result is discarded. Every mutation is either atomic
-//! (`write_file`, `rename`, file `copy`) or leaves a consistent, partially done tree (recursive
-//! `remove` and `copy`), never a half-written file.
+//! (`write_file`, file `copy`), done in steps that each leave a whole entry (`rename`, and the
+//! removal of a directory, first move the entry to a private `.capfs-claim-*` name in its
+//! directory, so that a sandbox root exchanged under the name is recognised; a crash between
+//! the steps leaves the entry under that name), or leaves a consistent, partially done tree
+//! (recursive `remove` and `copy`), never a half-written file.
 
 mod claim;
 mod contents;

@@ -52,6 +52,13 @@ pub(crate) fn rename(
     for (parent, path) in [(&src_parent, source), (&dst_parent, destination)] {
         walk::require_writable_dir(&fs.sandbox, root, parent, path)?;
     }
+    // The usual refusal of an existing destination, before the source is touched.
+    if !options.overwrite && claim::identify(&dst_parent, dst_name).is_ok() {
+        return Err(with_path(
+            destination,
+            io::Error::from_raw_os_error(rustix::io::Errno::EXIST.raw_os_error()),
+        ));
+    }
     let claim = claim::claim(&fs.sandbox, &src_parent, src_name, source)?;
     let target = Target {
         sandbox: &fs.sandbox,
@@ -160,12 +167,13 @@ fn remove_displaced(claim: &Claim<'_>, target: &Target<'_>) -> io::Result<()> {
         return refuse(error::root_protected(target.path));
     }
     if displaced_is_dir != claim.is_dir() {
-        let kind = if displaced_is_dir {
-            ErrorKind::IsADirectory
+        // The errors rename(2) gives for the same mismatch.
+        let errno = if displaced_is_dir {
+            rustix::io::Errno::ISDIR
         } else {
-            ErrorKind::NotADirectory
+            rustix::io::Errno::NOTDIR
         };
-        return refuse(err(io::Error::from(kind)));
+        return refuse(err(io::Error::from_raw_os_error(errno.raw_os_error())));
     }
     let flags = if displaced_is_dir {
         AtFlags::REMOVEDIR

@@ -442,3 +442,60 @@ async fn residual_window_against_an_attacker_that_reads_private_names() {
     );
     assert!(rounds > 0);
 }
+
+/// The exchange-and-check of an overwriting rename keeps rename(2)'s rules: a file over a
+/// directory, a directory over a file or over a non-empty directory are refused with the kernel's
+/// error and leave both entries as they were; the others replace the destination.
+#[test_case(false ; "local")]
+#[test_case(true ; "remote")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwriting_rename_keeps_the_rules_of_rename(remote: bool) {
+    let setup = setup(remote).await;
+    let plant = |top: &Path| {
+        for dir in ["", "d1", "d2", "full", "full/x"] {
+            std::fs::create_dir(top.join(dir)).unwrap();
+        }
+        for file in ["f1", "f2"] {
+            std::fs::write(top.join(file), file).unwrap();
+        }
+    };
+    let cases = [
+        ("f1", "f2"),
+        ("f1", "d1"),
+        ("d1", "f2"),
+        ("d1", "full"),
+        ("d1", "d2"),
+        ("f1", "missing"),
+    ];
+    for (i, (from, to)) in cases.iter().enumerate() {
+        let (mine, theirs) = (format!("c{i}"), setup.ws.join(format!("k{i}")));
+        plant(&setup.ws.join(&mine));
+        plant(&theirs);
+        let got = setup
+            .fs
+            .rename(
+                &setup.p(&format!("{mine}/{from}")),
+                &setup.p(&format!("{mine}/{to}")),
+                RenameOptions { overwrite: true },
+            )
+            .await;
+        let want = std::fs::rename(theirs.join(from), theirs.join(to));
+        assert_eq!(
+            got.as_ref().map_err(|e| e.kind()),
+            want.as_ref().map_err(|e| e.kind()),
+            "{from} over {to}: {got:?} vs {want:?}"
+        );
+        let ours = snapshot(&setup.ws.join(&mine));
+        let kernel = snapshot(&theirs);
+        let shape = |t: &BTreeMap<PathBuf, Entry>| -> Vec<(PathBuf, bool)> {
+            t.iter()
+                .map(|(p, e)| (p.clone(), matches!(e.kind, crate::common::Kind::Dir)))
+                .collect()
+        };
+        assert_eq!(
+            shape(&ours),
+            shape(&kernel),
+            "{from} over {to}: trees differ"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::common::env;
 use capfs::{
     Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, LocalFileSystem, Sandbox,
 };
-use rustix::fs::inotify;
+use rustix::fs::{FileType, Mode, inotify};
 use test_case::test_case;
 
 /// Watches `path` for opens (inotify's `IN_OPEN`; a stat or an `O_PATH` handle makes none).
@@ -30,27 +30,48 @@ fn was_opened(watch: &OwnedFd) -> bool {
     }
 }
 
-#[test_case(false ; "local")]
-#[test_case(true ; "remote")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fifo_is_looked_at_without_being_opened(remote: bool) {
-    let env = env(remote).await;
-    let fifo = env.mkfifo("fifo");
-    env.symlink("link", "fifo");
-    let watch = watch_opens(&fifo);
+/// Creates a special file of `kind` at `path`: a FIFO, or a character device with the numbers
+/// of `/dev/null`. `false` when the process may not create device nodes.
+fn make_node(path: &Path, kind: FileType) -> bool {
+    let dev = if kind == FileType::CharacterDevice {
+        rustix::fs::makedev(1, 3)
+    } else {
+        0
+    };
+    match rustix::fs::mknodat(rustix::fs::CWD, path, kind, Mode::from_raw_mode(0o644), dev) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::PERM) if kind == FileType::CharacterDevice => false,
+        Err(e) => panic!("mknod {}: {e}", path.display()),
+    }
+}
 
-    let metadata = env.fs.get_metadata(&env.p("fifo")).await.unwrap();
+#[test_case(FileType::Fifo, false ; "fifo local")]
+#[test_case(FileType::Fifo, true ; "fifo remote")]
+#[test_case(FileType::CharacterDevice, false ; "device local")]
+#[test_case(FileType::CharacterDevice, true ; "device remote")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_special_file_is_looked_at_without_being_opened(kind: FileType, remote: bool) {
+    let env = env(remote).await;
+    let node = env.ws_host("node");
+    if !make_node(&node, kind) {
+        eprintln!("skipped: this process may not create device nodes");
+        return;
+    }
+    env.symlink("link", "node");
+    let watch = watch_opens(&node);
+
+    let metadata = env.fs.get_metadata(&env.p("node")).await.unwrap();
     assert!(!metadata.is_file && !metadata.is_directory);
     env.fs.get_metadata(&env.p("link")).await.unwrap();
-    env.fs.read_file(&env.p("fifo")).await.unwrap_err();
+    env.fs.read_file(&env.p("node")).await.unwrap_err();
     env.fs.read_file(&env.p("link")).await.unwrap_err();
     env.fs
-        .copy(&env.p("fifo"), &env.p("copy"), CopyOptions::default())
+        .copy(&env.p("node"), &env.p("copy"), CopyOptions::default())
         .await
         .unwrap_err();
     env.mkdir("tree");
-    env.mkfifo("tree/fifo");
-    let tree_watch = watch_opens(&env.ws_host("tree/fifo"));
+    assert!(make_node(&env.ws_host("tree/node"), kind));
+    let tree_watch = watch_opens(&env.ws_host("tree/node"));
     env.fs
         .copy(
             &env.p("tree"),
@@ -59,15 +80,19 @@ async fn a_fifo_is_looked_at_without_being_opened(remote: bool) {
         )
         .await
         .unwrap();
-    assert!(!was_opened(&watch), "a capfs call opened the FIFO");
-    assert!(!was_opened(&tree_watch), "a tree copy opened the FIFO");
+    env.fs.read_directory(&env.p("tree")).await.unwrap();
+    assert!(!was_opened(&watch), "a capfs call opened the special file");
+    assert!(
+        !was_opened(&tree_watch),
+        "a tree copy opened the special file"
+    );
 
     // The watch does see an open (a non-blocking one, which returns at once).
     drop(
         std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(&fifo)
+            .open(&node)
             .unwrap(),
     );
     assert!(was_opened(&watch), "the inotify watch misses opens");
