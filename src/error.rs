@@ -128,3 +128,15 @@ pub(crate) fn is_escape(err: &io::Error) -> bool {
     err.kind() == ErrorKind::PermissionDenied
         && err.get_ref().is_some_and(|inner| inner.is::<Escape>())
 }
+
+pub(crate) fn invalid_glob(pattern: &str, err: &globset::Error) -> io::Error {
+    let reason = match err.kind() {
+        globset::ErrorKind::UnclosedClass => "unclosed character class".to_string(),
+        globset::ErrorKind::UnclosedAlternates => "unclosed alternates".to_string(),
+        other => other.to_string().to_lowercase(),
+    };
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("{pattern}: invalid glob: {reason}"),
+    )
+}

@@ -18,6 +18,7 @@ use capfs::{
 mod args;
 mod fail;
 mod listing;
+mod mcp;
 mod names;
 mod paths;
 mod streams;
@@ -47,6 +48,11 @@ fn main() -> ExitCode {
         if let Command::Serve(args) = cli.command {
             return serve(args).await;
         }
+        if let Command::Mcp(args) = cli.command {
+            return mcp::run(args)
+                .await
+                .map_err(|e| Failure::plain(format!("capfs mcp: {e}"), 1));
+        }
         // Dropping the command's future on a signal removes its temporary files and ends a
         // remote command's process group.
         tokio::select! {
@@ -68,6 +74,7 @@ fn init_logging(cli: &Cli) {
     let default_filter = match &cli.command {
         Command::Serve(args) if args.listen == "stdio" => "capfs=warn",
         Command::Serve(_) => "capfs=info",
+        Command::Mcp(_) => "capfs=warn",
         _ => match cli.target.verbose {
             0 => "capfs=warn",
             1 => "capfs=debug",
@@ -195,7 +202,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
         Ok(out)
     };
     match command {
-        Command::Serve(_) | Command::Completions { .. } | Command::Man => {
+        Command::Serve(_) | Command::Mcp(_) | Command::Completions { .. } | Command::Man => {
             unreachable!("handled in main")
         }
         Command::Roots { json } => listing::roots(resolver.roots(), json),

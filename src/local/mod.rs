@@ -28,6 +28,7 @@ mod read;
 mod remove;
 mod rename;
 mod resolve;
+mod tree;
 mod walk;
 mod write;
 
@@ -38,7 +39,7 @@ use async_trait::async_trait;
 
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
 };
 
 /// The default largest file `read_file` returns: 512 MiB.
@@ -265,5 +266,10 @@ impl ExecutorFileSystem for LocalFileSystem {
         let (path, target) = (path.clone(), target.to_path_buf());
         self.run(move |fs| metadata::create_symlink(fs, &path, &target))
             .await
+    }
+
+    async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
+        let (path, options) = (path.clone(), options.clone());
+        self.run(move |fs| tree::walk(fs, &path, &options)).await
     }
 }

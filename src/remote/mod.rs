@@ -20,16 +20,19 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
+use crate::file_system::walk_by_listing;
 use crate::protocol::{
-    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
-    CreateSymlinkParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
-    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
-    FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse, ReadFileResponse,
-    ReadLinkResponse, RemoveParams, RenameParams, RootDescription, WriteFileParams,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD, CopyParams,
+    CreateDirectoryParams, CreateSymlinkParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse,
+    ReadFileResponse, ReadLinkResponse, RemoveParams, RenameParams, RootDescription, WalkParams,
+    WalkResponse, WriteFileParams,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
+    WriteOptions,
 };
 use client::{Client, Empty};
 pub use connect::RemoteOptions;
@@ -234,5 +237,14 @@ impl ExecutorFileSystem for RemoteFileSystem {
             )
             .await?;
         Ok(())
+    }
+
+    async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
+        if !self.client.walk {
+            return walk_by_listing(self, path, options).await;
+        }
+        let params = WalkParams::new(path.clone(), options);
+        let response: WalkResponse = self.client.call(CAPFS_WALK_METHOD, params).await?;
+        Ok(response.into())
     }
 }

@@ -10,18 +10,19 @@ use serde_json::Value;
 use super::audit;
 
 use crate::protocol::{
-    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CopyParams, CreateDirectoryParams,
-    CreateSymlinkParams, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, PathParams, ReadDirectoryResponse, ReadFileResponse, ReadLinkResponse,
-    RemoveParams, RenameParams, WriteFileParams,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD, CopyParams,
+    CreateDirectoryParams, CreateSymlinkParams, ErrorObject, FS_COPY_METHOD,
+    FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
+    GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PathParams,
+    ReadDirectoryResponse, ReadFileResponse, ReadLinkResponse, RemoveParams, RenameParams,
+    WalkParams, WalkResponse, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
 };
 
-/// Every fs method the server answers.
+/// Every fs method the server answers (with capfs's walk, which runs like them).
 pub const FS_METHODS: &[&str] = &[
     FS_READ_FILE_METHOD,
     FS_WRITE_FILE_METHOD,
@@ -33,6 +34,7 @@ pub const FS_METHODS: &[&str] = &[
     FS_RENAME_METHOD,
     CAPFS_READ_LINK_METHOD,
     CAPFS_CREATE_SYMLINK_METHOD,
+    CAPFS_WALK_METHOD,
 ];
 
 /// What a request did, for logs: the paths it named and the bytes it moved.
@@ -161,6 +163,13 @@ pub(crate) async fn dispatch(
                 .await
                 .map_err(io)?;
             reply(serde_json::json!({}))
+        }
+        CAPFS_WALK_METHOD => {
+            let p: WalkParams = parse(params)?;
+            outcome.paths.push(p.path.to_string());
+            let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
+            outcome.bytes = walk.entries.len() as u64;
+            reply(WalkResponse::from(walk))
         }
         other => Err(ErrorObject::new(
             METHOD_NOT_FOUND,

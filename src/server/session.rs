@@ -198,6 +198,7 @@ impl Session {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 max_message_bytes: self.max_message_bytes as u64,
                 data_frames: true,
+                walk: true,
                 roots: self.roots.clone(),
             }),
         };

@@ -20,7 +20,8 @@
 //! - `load` (ignored; release, in `.ci/run`): the hostile connection shapes at once beside a
 //!   well-behaved client, with thread, memory and latency figures;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
-//! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks.
+//! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks;
+//! - `walk`: the confined tree walk, locally and as `capfs/walk`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -44,3 +45,4 @@ mod root_races;
 mod semantics;
 mod stat_paths;
 mod streaming;
+mod walk;

@@ -1,0 +1,102 @@
+// Shared helpers of the MCP tests: start capfs mcp (local, through a capfs server, or through a
+// --remote-command) or the reference filesystem server under the official SDK client, call
+// tools, and snapshot trees.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import readline from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const CAPFS = process.env.CAPFS_BIN ?? path.join(here, "../../target/debug/capfs");
+export const REFERENCE = path.join(here, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+
+/** A fresh directory under the system's temporary directory, its real path. */
+export function tempDir(prefix) {
+  return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `capfs-mcp-${prefix}-`)));
+}
+
+/** Connects the SDK client to a server command; returns { client, close, stderr }. */
+export async function connect(command, args, { roots } = {}) {
+  const transport = new StdioClientTransport({ command, args, stderr: "pipe" });
+  let stderr = "";
+  transport.stderr?.on("data", (chunk) => { stderr += chunk; });
+  const capabilities = roots ? { roots: { listChanged: true } } : {};
+  const client = new Client({ name: "capfs-mcp-tests", version: "1.0.0" }, { capabilities });
+  if (roots) {
+    const { ListRootsRequestSchema } = await import("@modelcontextprotocol/sdk/types.js");
+    client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: roots.current }));
+  }
+  await client.connect(transport);
+  return { client, close: () => client.close(), stderr: () => stderr };
+}
+
+/** capfs mcp on local directories; `extra` are more arguments (--read-only DIR, --audit-log F). */
+export function capfsLocal(dirs, extra = [], options) {
+  return connect(CAPFS, ["mcp", ...extra, ...dirs], options);
+}
+
+/** The reference server on `dirs`. */
+export function reference(dirs, options) {
+  return connect(process.execPath, [REFERENCE, ...dirs], options);
+}
+
+/** capfs mcp through `capfs serve --listen stdio` run as its --remote-command. */
+export function capfsRemoteCommand(dirs, serveExtra = []) {
+  const roots = dirs.flatMap((d) => ["--root", d]).join(" ");
+  const command = `'${CAPFS}' serve --listen stdio ${roots} ${serveExtra.join(" ")}`;
+  return connect(CAPFS, ["mcp", "--remote-command", command, ...dirs]);
+}
+
+/** Starts `capfs serve` on 127.0.0.1 port 0; returns { url, stop }. */
+export async function startServer(dirs, extra = []) {
+  const args = ["serve", "--listen", "ws://127.0.0.1:0", ...dirs.flatMap((d) => ["--root", d]), ...extra];
+  const child = spawn(CAPFS, args, { stdio: ["ignore", "pipe", "inherit"] });
+  const lines = readline.createInterface({ input: child.stdout });
+  const url = await new Promise((resolve, reject) => {
+    lines.once("line", resolve);
+    child.once("exit", (code) => reject(new Error(`capfs serve exited with ${code}`)));
+  });
+  const stop = () => new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once("exit", resolve);
+    child.kill("SIGTERM");
+  });
+  return { url, stop };
+}
+
+/** Calls a tool; returns { text, isError, structured, result }. */
+export async function call(client, name, args = {}) {
+  const result = await client.callTool({ name, arguments: args });
+  const text = (result.content ?? []).filter((b) => b.type === "text").map((b) => b.text).join("\n");
+  return { text, isError: result.isError === true, structured: result.structuredContent, result };
+}
+
+/** Every file, directory and link below `root` with its contents' hash: equal snapshots mean
+ *  the tree is byte-identical. */
+export function snapshot(root) {
+  const out = {};
+  const walk = (dir) => {
+    for (const name of fs.readdirSync(dir).sort()) {
+      const p = path.join(dir, name);
+      const rel = path.relative(root, p);
+      const st = fs.lstatSync(p);
+      if (st.isSymbolicLink()) out[rel] = `link:${fs.readlinkSync(p)}`;
+      else if (st.isDirectory()) { out[rel] = "dir"; walk(p); }
+      else out[rel] = `file:${st.mode & 0o7777}:${createHash("sha256").update(fs.readFileSync(p)).digest("hex")}`;
+    }
+  };
+  walk(root);
+  return out;
+}
+
+/** The median of numbers. */
+export function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
