@@ -468,9 +468,20 @@ pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), 
 
 /// An entry of a tree to copy, relative to the tree's top.
 enum Node {
-    Directory { rel: PathBuf, mode: u32 },
-    File { rel: PathBuf, size: u64 },
-    Symlink { rel: PathBuf, target: PathBuf },
+    Directory {
+        rel: PathBuf,
+        mode: u32,
+    },
+    /// `metadata`: the remote file's, as the plan saw it (local files are stat'ed when sent).
+    File {
+        rel: PathBuf,
+        size: u64,
+        metadata: Option<FileMetadata>,
+    },
+    Symlink {
+        rel: PathBuf,
+        target: PathBuf,
+    },
 }
 
 /// The sandbox tree under `top`, parents before children; specials are warned about and left
@@ -525,10 +536,14 @@ async fn remote_tree(
                 });
                 pending.push(child_rel);
             } else if entry.is_file {
-                let size = fs.get_metadata(&child).await.map_or(0, |m| m.size);
+                let metadata = fs
+                    .get_metadata(&child)
+                    .await
+                    .map_err(|e| Failure::at("cannot stat", &child.to_string(), &e))?;
                 nodes.push(Node::File {
                     rel: child_rel,
-                    size,
+                    size: metadata.size,
+                    metadata: Some(metadata),
                 });
             } else {
                 warnings.push(format!(
@@ -581,6 +596,7 @@ fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failu
                 nodes.push(Node::File {
                     rel: child_rel,
                     size: metadata.len(),
+                    metadata: None,
                 });
             } else {
                 warnings.push(format!("skipping special file {}", quote(&shown(&path))));
@@ -679,12 +695,9 @@ pub async fn get(
                     }
                     directories.push((local, mode));
                 }
-                Node::File { rel, .. } => {
+                Node::File { rel, metadata, .. } => {
                     let remote = source.join(&rel).expect("relative names hold no NUL");
-                    let m = fs
-                        .get_metadata(&remote)
-                        .await
-                        .map_err(|e| Failure::at("cannot stat", &remote.to_string(), &e))?;
+                    let m = metadata.unwrap_or_default();
                     get_file(
                         fs,
                         &remote,
