@@ -212,7 +212,13 @@ struct Server {
 
 impl Server {
     fn start(root: &Path) -> Self {
+        Self::start_with(root, &[])
+    }
+
+    /// Starts a server with extra environment variables.
+    fn start_with(root: &Path, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_capfs"))
+            .envs(env.iter().copied())
             .arg("serve")
             .arg("--root")
             .arg(root)
@@ -601,6 +607,37 @@ fn small_section(scratch: &Path) {
     current.block_on(async { drop(current_fs) });
     multi.block_on(async { drop(multi_fs) });
 
+    // The same raw calls against a server whose runtime has one worker thread: what the hand-off
+    // between the two workers of the default runtime costs a call.
+    let one_worker = Server::start_with(&root, &[("TOKIO_WORKER_THREADS", "1")]);
+    let (mut two, mut one, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut two_ops, mut one_ops) = (0f64, 0f64);
+    current.block_on(async {
+        let mut one_ws = raw_capfs(&one_worker.url).await;
+        let (request, len) = (&meta.request, meta.reply_len);
+        for round in 0..=ROUNDS {
+            let n = if round == 0 { 200 } else { PER_ROUND };
+            for (ws, samples) in [
+                (&mut capfs_ws, &mut two),
+                (&mut one_ws, &mut one),
+                (&mut echo_ws[0], &mut bare),
+            ] {
+                let mut taken = Vec::with_capacity(n);
+                raw_round_trips(ws, request, len, n, &mut taken).await;
+                if round > 0 {
+                    samples.append(&mut taken);
+                }
+            }
+        }
+        for _ in 0..3 {
+            let ops = raw_pipelined(&mut capfs_ws, request, len, PIPELINED_CALLS, DEPTH).await;
+            two_ops = two_ops.max(ops);
+            let ops = raw_pipelined(&mut one_ws, request, len, PIPELINED_CALLS, DEPTH).await;
+            one_ops = one_ops.max(ops);
+        }
+    });
+    drop(one_worker);
+
     header(
         "Remote small calls, one at a time (microseconds per round trip)",
         &[
@@ -667,6 +704,31 @@ fn small_section(scratch: &Path) {
         println!(
             "| {client} | {ops:.0} | {echo_pipelined_ops:.0} | {:.2} |",
             ops / echo_pipelined_ops
+        );
+    }
+    header(
+        "capfs serve's runtime: fs/getMetadata from the raw client, default (one worker per \
+         core) against one worker (TOKIO_WORKER_THREADS=1)",
+        &[
+            "server runtime",
+            "median us",
+            "median / bare",
+            "p99 us",
+            "calls/s, 64 in flight",
+        ],
+    );
+    bare.sort();
+    for (name, samples, ops) in [
+        ("default", &mut two, two_ops),
+        ("one worker", &mut one, one_ops),
+    ] {
+        samples.sort();
+        let (m, p) = (percentile(samples, 0.5), percentile(samples, 0.99));
+        println!(
+            "| {name} | {:.1} | {:.2} | {:.1} | {ops:.0} |",
+            us(m),
+            us(m) / us(percentile(&bare, 0.5)),
+            us(p),
         );
     }
     drop(server);
