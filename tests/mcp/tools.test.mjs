@@ -95,7 +95,7 @@ async function exerciseEveryTool(client, ws) {
   assert.equal((await call(client, "search_files", { path: ws, pattern: "*.zzz" })).text, "No matches found");
 
   r = await call(client, "get_file_info", { path: p("a.txt") });
-  assert.match(r.text, /^size: 19\ncreated: .*\nmodified: \w{3} \w{3} \d\d \d{4} [\d:]{8} GMT.*\nisDirectory: false\nisFile: true/);
+  assert.match(r.text, /^size: 19\ncreated: .*\nmodified: \w{3} \w{3} \d\d \d{4} [\d:]{8} GMT.*\nisDirectory: false\nisFile: true\npermissions: \d{3}$/);
 
   r = await call(client, "list_allowed_directories");
   assert.match(r.text, new RegExp(`^Allowed directories:\\n${ws}`));

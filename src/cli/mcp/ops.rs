@@ -490,12 +490,13 @@ impl Tools<'_> {
         let path = self.resolve(&a.path)?;
         let m = self.fs.get_metadata(&path).await.map_err(io_text)?;
         Ok(Output::Text(format!(
-            "size: {}\ncreated: {}\nmodified: {}\nisDirectory: {}\nisFile: {}",
+            "size: {}\ncreated: {}\nmodified: {}\nisDirectory: {}\nisFile: {}\npermissions: {:03o}",
             m.size,
             text::format_date(m.created_at_ms),
             text::format_date(m.modified_at_ms),
             m.is_directory,
-            m.is_file
+            m.is_file,
+            m.mode & 0o777
         )))
     }
 
