@@ -1194,3 +1194,51 @@ async fn a_reader_that_goes_away_ends_cat_quietly_and_a_lost_server_is_blamed() 
     );
     assert_eq!(names_in(dir.path()), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wire_carries_modes_times_roots_and_links_as_capfs_extensions() {
+    use serde_json::json;
+    let env = Env::new().await;
+    let mut peer = crate::serve::RawPeer::connect(&env.server.url).await;
+    let init = peer
+        .request("initialize", json!({"clientName": "raw"}))
+        .await;
+    assert_eq!(
+        init["result"]["capfs"]["roots"],
+        json!([{"path": env.ws.to_str().unwrap(), "access": "read-write"}]),
+        "{init}"
+    );
+    peer.send(json!({"method": "initialized"})).await;
+    fs::write(env.ws.join("w"), "hi").unwrap();
+    fs::set_permissions(env.ws.join("w"), fs::Permissions::from_mode(0o750)).unwrap();
+    let meta = peer
+        .request("fs/getMetadata", json!({"path": env.ws("w")}))
+        .await;
+    assert_eq!(meta["result"]["mode"], 0o750, "{meta}");
+    // Links: created with their text as given, read back without being followed.
+    let made = peer
+        .request(
+            "capfs/createSymlink",
+            json!({"path": env.ws("l"), "target": "/etc/passwd"}),
+        )
+        .await;
+    assert_eq!(made["result"], json!({}), "{made}");
+    let text = peer
+        .request("capfs/readLink", json!({"path": env.ws("l")}))
+        .await;
+    assert_eq!(text["result"]["target"], "/etc/passwd", "{text}");
+    let through = peer
+        .request("fs/readFile", json!({"path": env.ws("l")}))
+        .await;
+    assert_eq!(
+        through["error"]["data"]["kind"], "PermissionDenied",
+        "{through}"
+    );
+    let not_a_link = peer
+        .request("capfs/readLink", json!({"path": env.ws("w")}))
+        .await;
+    assert_eq!(
+        not_a_link["error"]["data"]["kind"], "InvalidInput",
+        "{not_a_link}"
+    );
+}
