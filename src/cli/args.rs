@@ -18,7 +18,7 @@ Relative paths are resolved against --cd DIR, or against the only root when ther
 Remote paths may hold glob patterns (*, ?, [...]); `--` turns their expansion off.
 
 Exit status: 0 success, 1 other failure, 2 usage error, 3 not found, 4 permission denied,
-5 connection failure, 130 interrupted.";
+5 connection failure, 130 interrupted, 141 stdout closed by its reader.";
 
 /// A file system for AI agents' tools that cannot be escaped.
 #[derive(Parser)]

@@ -243,7 +243,8 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let destination = paths.pop().expect("clap requires two");
             let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s)).collect();
-            if sources.iter().any(|s| s.as_os_str() == "-") && sources.len() > 1 {
+            let stdin = sources.iter().any(|s| s.as_os_str() == "-");
+            if stdin && sources.len() > 1 {
                 return Err(Failure::usage("`-` (stdin) must be the only source"));
             }
             let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
@@ -325,8 +326,12 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
     }
 }
 
-/// The last component a copy into a directory keeps (`-` for stdin is refused there).
+/// The last component a copy into a directory keeps; none for `-` (stdin), which cannot go
+/// into a directory without a name.
 fn base_name(path: &Path) -> OsString {
+    if path.as_os_str() == "-" {
+        return OsString::new();
+    }
     path.file_name().map(OsString::from).unwrap_or_default()
 }
 
@@ -346,7 +351,7 @@ fn plan_destinations<P>(
             .map(|name| {
                 if name.is_empty() {
                     Err(Failure::usage(format!(
-                        "cannot copy a source without a name into {}",
+                        "{} is a directory: name the file to write",
                         quote(shown)
                     )))
                 } else {

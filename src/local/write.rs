@@ -70,7 +70,7 @@ fn write_with(
     walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
     let mut permissions = target.existing_file_permissions(path)?;
     if let Some(mode) = options.mode {
-        // Never setuid, setgid or sticky, whatever the client asks.
+        // replace_file drops setuid, setgid and sticky, whatever the client asks.
         permissions = Some(Permissions::from_std(std::fs::Permissions::from_mode(
             mode & PLAIN_MODE_BITS,
         )));
