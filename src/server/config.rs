@@ -254,11 +254,13 @@ pub fn parse_duration(text: &str) -> io::Result<Duration> {
     if let Ok(seconds) = trimmed.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    humantime::parse_duration(trimmed).map_err(|_| {
+    let bad = || {
         invalid_config(format!(
             "{text}: not a duration: expected seconds or a number with a unit, like 500ms or 10s"
         ))
-    })
+    };
+    let parsed: jiff::SignedDuration = trimmed.parse().map_err(|_| bad())?;
+    Duration::try_from(parsed).map_err(|_| bad())
 }
 
 /// Parses a listen URL of the form `ws://HOST:PORT` (HOST an IP address or `localhost`).
@@ -345,7 +347,8 @@ mod tests {
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
-        for bad in ["", "-1", "10 parsecs", "s"] {
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7_200));
+        for bad in ["", "-1", "-5s", "10 parsecs", "s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -34,6 +34,9 @@ const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
 /// The longest pause between two accepts while descriptors or memory are exhausted.
 const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(500);
+/// Descriptors the server needs besides its connections: the runtime, the listener, the roots,
+/// the audit log, and the files that requests have open.
+const DESCRIPTOR_HEADROOM: u64 = 64;
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -63,6 +66,7 @@ impl Server {
                 ),
             ));
         }
+        warn_about_descriptor_limit(&config);
         let listener = TcpListener::bind(config.listen).await?;
         let url = format!("ws://{}", listener.local_addr()?);
         Ok(Self {
@@ -155,6 +159,22 @@ impl Server {
     }
 }
 
+/// Warns when `RLIMIT_NOFILE` cannot hold every connection and handshake the bounds allow:
+/// the server still works, but accepts pause whenever the descriptors run out.
+fn warn_about_descriptor_limit(config: &ServerConfig) {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let Some(current) = limit.current else {
+        return;
+    };
+    let wanted = (config.max_connections + config.max_handshakes) as u64 + DESCRIPTOR_HEADROOM;
+    if current < wanted {
+        tracing::warn!(
+            "RLIMIT_NOFILE is {current}, below --max-connections + --max-handshakes + \
+             {DESCRIPTOR_HEADROOM} ({wanted}): accepts will pause while descriptors run out"
+        );
+    }
+}
+
 fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
     let noun = if open == 1 {
         "connection"
@@ -163,10 +183,7 @@ fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
     };
     io::Error::new(
         io::ErrorKind::TimedOut,
-        format!(
-            "shutdown timeout of {} passed: cut {open} {noun} still open",
-            humantime::format_duration(timeout)
-        ),
+        format!("shutdown timeout of {timeout:?} passed: cut {open} {noun} still open"),
     )
 }
 
@@ -203,16 +220,16 @@ impl AcceptFailures {
             self.unlogged += 1;
         } else {
             let unlogged = std::mem::take(&mut self.unlogged);
-            let every = humantime::format_duration(ACCEPT_LOG_INTERVAL);
+            let every = ACCEPT_LOG_INTERVAL;
             if exhausted {
                 tracing::warn!(
                     unlogged,
-                    "accept failed: {error}; pausing accepts (logged at most once every {every})"
+                    "accept failed: {error}; pausing accepts (logged at most once every {every:?})"
                 );
             } else {
                 tracing::warn!(
                     unlogged,
-                    "accept failed: {error} (logged at most once every {every})"
+                    "accept failed: {error} (logged at most once every {every:?})"
                 );
             }
             self.logged_at = Some(now);
