@@ -18,6 +18,8 @@ pub const EXIT_PERMISSION: u8 = 4;
 pub const EXIT_CONNECTION: u8 = 5;
 /// Ended by SIGINT or SIGTERM.
 pub const EXIT_INTERRUPTED: u8 = 130;
+/// The reader of stdout went away (128 + SIGPIPE, as a tool killed by it ends).
+pub const EXIT_BROKEN_PIPE: u8 = 141;
 
 /// A failure as the client prints it: the whole message and the exit status.
 #[derive(Debug)]
@@ -44,6 +46,11 @@ impl Failure {
         }
     }
 
+    /// A failure that prints nothing (the reader of stdout is gone).
+    pub fn quiet(status: u8) -> Self {
+        Self::plain(String::new(), status)
+    }
+
     /// A usage mistake found after parsing (a relative path without a start, two sources
     /// onto one file).
     pub fn usage(message: impl Into<String>) -> Self {
@@ -62,7 +69,9 @@ impl Failure {
 
     /// Prints the message on stderr and gives the status.
     pub fn report(&self) -> ExitCode {
-        eprintln!("capfs: {}", self.message);
+        if !self.message.is_empty() {
+            eprintln!("capfs: {}", self.message);
+        }
         ExitCode::from(self.status)
     }
 }

@@ -21,7 +21,6 @@ mod listing;
 mod mcp;
 mod names;
 mod paths;
-mod streams;
 mod transfer;
 
 use args::{Cli, Command, Endpoint, ServeArgs, Shell, Target};
@@ -244,7 +243,8 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let destination = paths.pop().expect("clap requires two");
             let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s)).collect();
-            if sources.iter().any(|s| s.as_os_str() == "-") && sources.len() > 1 {
+            let stdin = sources.iter().any(|s| s.as_os_str() == "-");
+            if stdin && sources.len() > 1 {
                 return Err(Failure::usage("`-` (stdin) must be the only source"));
             }
             let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
@@ -326,8 +326,12 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
     }
 }
 
-/// The last component a copy into a directory keeps (`-` for stdin is refused there).
+/// The last component a copy into a directory keeps; none for `-` (stdin), which cannot go
+/// into a directory without a name.
 fn base_name(path: &Path) -> OsString {
+    if path.as_os_str() == "-" {
+        return OsString::new();
+    }
     path.file_name().map(OsString::from).unwrap_or_default()
 }
 
@@ -347,7 +351,7 @@ fn plan_destinations<P>(
             .map(|name| {
                 if name.is_empty() {
                     Err(Failure::usage(format!(
-                        "cannot copy a source without a name into {}",
+                        "{} is a directory: name the file to write",
                         quote(shown)
                     )))
                 } else {
@@ -429,7 +433,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     for root in sandbox.roots() {
         tracing::info!(root = %root.path(), access = ?root.access(), "sandbox root");
     }
-    let fs = LocalFileSystem::with_read_limit(sandbox, args.read_limit);
+    let fs: std::sync::Arc<dyn ExecutorFileSystem> =
+        std::sync::Arc::new(LocalFileSystem::with_read_limit(sandbox, args.read_limit));
     let max_message_bytes = usize::try_from(args.max_message_bytes)
         .map_err(|_| Failure::usage("--max-message-bytes is too large"))?;
     let config = ServerConfig {
@@ -441,6 +446,9 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_handshakes: args.max_handshakes,
         handshake_timeout: args.handshake_timeout,
         shutdown_timeout: args.shutdown_timeout,
+        max_blocking: args.max_blocking,
+        max_blocking_per_connection: args.max_blocking_per_connection,
+        stream_idle_timeout: args.stream_idle_timeout,
         audit,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -21,7 +21,7 @@ use capfs::{
 };
 
 use crate::args::TransferArgs;
-use crate::fail::{EXIT_FAILURE, Failure};
+use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
 use crate::names::quote;
 
 /// Symlinks followed at a local destination before giving up, as the kernel does.
@@ -138,7 +138,20 @@ impl Progress {
 /// A synchronous writer behind `AsyncWrite`: the client's runtime has nothing else to do while
 /// a transfer runs, and a page-cache write takes microseconds, so this is cheaper than
 /// `tokio::fs::File`, which hands every write to the blocking pool.
-struct Direct<W>(W);
+/// It remembers whether a write failed, so that a failed stream is blamed on the right side.
+struct Direct<W> {
+    inner: W,
+    failed: bool,
+}
+
+impl<W: Write + Unpin> Direct<W> {
+    fn new(inner: W) -> Self {
+        Self {
+            inner,
+            failed: false,
+        }
+    }
+}
 
 impl<W: Write + Unpin> AsyncWrite for Direct<W> {
     fn poll_write(
@@ -146,14 +159,18 @@ impl<W: Write + Unpin> AsyncWrite for Direct<W> {
         _: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<io::Result<usize>> {
-        std::task::Poll::Ready(self.0.write(buf))
+        let result = self.inner.write(buf);
+        self.failed |= result.is_err();
+        std::task::Poll::Ready(result)
     }
 
     fn poll_flush(
         mut self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<()>> {
-        std::task::Poll::Ready(self.0.flush())
+        let result = self.inner.flush();
+        self.failed |= result.is_err();
+        std::task::Poll::Ready(result)
     }
 
     fn poll_shutdown(
@@ -208,9 +225,15 @@ fn follow_links(path: &Path) -> io::Result<PathBuf> {
 }
 
 impl Sink {
-    fn open(destination: &Path) -> io::Result<Self> {
+    /// The sink for `destination`. `in_tree`: the destination is inside a tree `get -r`
+    /// writes, where a symlink is replaced rather than followed, since the remote side may
+    /// have made it (a link to `~/.bashrc` in one run, a file of that name in the next).
+    fn open(destination: &Path, in_tree: bool) -> io::Result<Self> {
         if destination.as_os_str() == "-" {
             return Ok(Sink::Stdout);
+        }
+        if in_tree && fs::symlink_metadata(destination).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Self::replacing(destination.to_path_buf(), None);
         }
         match fs::metadata(destination) {
             Ok(m) if is_stdout(&m) => return Ok(Sink::Stdout),
@@ -228,6 +251,11 @@ impl Sink {
         }
         let target = follow_links(destination)?;
         let existing = fs::metadata(&target).ok().map(|m| m.permissions());
+        Self::replacing(target, existing)
+    }
+
+    /// A temporary file beside `target`, to be renamed over it.
+    fn replacing(target: PathBuf, existing: Option<Permissions>) -> io::Result<Self> {
         let dir = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -330,31 +358,37 @@ async fn get_file(
     source: &AbsolutePathBuf,
     metadata: &FileMetadata,
     destination: &Path,
+    in_tree: bool,
     options: TransferArgs,
     progress: &mut Progress,
 ) -> Result<u64, Failure> {
     let shown = destination.to_string_lossy();
     let local = |e: io::Error| Failure::at("cannot create local file", &shown, &e);
-    let mut sink = Sink::open(destination).map_err(local)?;
+    let mut sink = Sink::open(destination, in_tree).map_err(local)?;
     let base = progress.bytes;
     let bar = progress.bar.clone();
     let mut on_progress = |n: u64| bar.set_position(base + n);
-    let copied = {
-        let result = match &mut sink {
-            Sink::Stdout => {
-                let mut out = Direct(io::stdout());
-                fs.read_file_to(source, &mut out, &mut on_progress).await
-            }
-            Sink::InPlace(file) => {
-                let mut out = Direct(file);
-                fs.read_file_to(source, &mut out, &mut on_progress).await
-            }
-            Sink::Replace { temp, .. } => {
-                let mut out = Direct(temp.as_file_mut());
-                fs.read_file_to(source, &mut out, &mut on_progress).await
-            }
-        };
-        result.map_err(|e| side_failure(e, source, &shown))?
+    let (result, local_failed) = match &mut sink {
+        Sink::Stdout => {
+            let mut out = Direct::new(io::stdout());
+            let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
+            (result, out.failed)
+        }
+        Sink::InPlace(file) => {
+            let mut out = Direct::new(file);
+            let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
+            (result, out.failed)
+        }
+        Sink::Replace { temp, .. } => {
+            let mut out = Direct::new(temp.as_file_mut());
+            let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
+            (result, out.failed)
+        }
+    };
+    let copied = match result {
+        Ok(copied) => copied,
+        Err(e) if local_failed => return Err(local_write_failure(&e, &shown)),
+        Err(e) => return Err(Failure::at("cannot read", &source.to_string(), &e)),
     };
     let mtime = options.preserve.then_some(metadata.modified_at_ms);
     sink.commit(Some(metadata.mode), mtime).map_err(local)?;
@@ -364,11 +398,13 @@ async fn get_file(
 
 /// A failed stream blames the side whose error it is: a local write error names the local
 /// path, anything else the sandbox path.
-fn side_failure(err: io::Error, source: &AbsolutePathBuf, local: &str) -> Failure {
-    if err.kind() == io::ErrorKind::StorageFull || err.kind() == io::ErrorKind::BrokenPipe {
-        return Failure::at("cannot write local file", local, &err);
+/// A local write that failed. A reader that went away (`capfs cat f | head -1`) ends the
+/// client quietly with the status a SIGPIPE death gives, as coreutils' tools end.
+fn local_write_failure(err: &io::Error, local: &str) -> Failure {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        return Failure::quiet(EXIT_BROKEN_PIPE);
     }
-    Failure::at("cannot read", &source.to_string(), &err)
+    Failure::at("cannot write local file", local, err)
 }
 
 /// One local file to a sandbox path; returns the bytes copied.
@@ -410,19 +446,21 @@ async fn put_file(
 /// `cat`: each sandbox file to stdout, in order; `-` copies stdin.
 pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), Failure> {
     for path in paths {
-        let mut out = Direct(io::stdout());
-        match path {
+        let mut out = Direct::new(io::stdout());
+        let (result, shown) = match path {
             None => {
                 let mut stdin = tokio::io::stdin();
-                tokio::io::copy(&mut stdin, &mut out)
-                    .await
-                    .map_err(|e| Failure::at("cannot copy", "-", &e))?;
+                (tokio::io::copy(&mut stdin, &mut out).await, "-".to_string())
             }
-            Some(path) => {
-                fs.read_file_to(path, &mut out, &mut |_| {})
-                    .await
-                    .map_err(|e| Failure::at("cannot read", &path.to_string(), &e))?;
-            }
+            Some(path) => (
+                fs.read_file_to(path, &mut out, &mut |_| {}).await,
+                path.to_string(),
+            ),
+        };
+        match result {
+            Ok(_) => {}
+            Err(e) if out.failed => return Err(local_write_failure(&e, "stdout")),
+            Err(e) => return Err(Failure::at("cannot read", &shown, &e)),
         }
     }
     Ok(())
@@ -430,9 +468,20 @@ pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), 
 
 /// An entry of a tree to copy, relative to the tree's top.
 enum Node {
-    Directory { rel: PathBuf, mode: u32 },
-    File { rel: PathBuf, size: u64 },
-    Symlink { rel: PathBuf, target: PathBuf },
+    Directory {
+        rel: PathBuf,
+        mode: u32,
+    },
+    /// `metadata`: the remote file's, as the plan saw it (local files are stat'ed when sent).
+    File {
+        rel: PathBuf,
+        size: u64,
+        metadata: Option<FileMetadata>,
+    },
+    Symlink {
+        rel: PathBuf,
+        target: PathBuf,
+    },
 }
 
 /// The sandbox tree under `top`, parents before children; specials are warned about and left
@@ -456,6 +505,18 @@ async fn remote_tree(
             .map_err(|e| Failure::at("cannot open directory", &dir.to_string(), &e))?;
         entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
         for entry in entries {
+            // Names become local paths: one that is not a single plain component (a broken
+            // or hostile server's `..` or `a/b`) would land outside the destination.
+            if !is_plain_name(&entry.file_name) {
+                return Err(Failure::plain(
+                    format!(
+                        "{}: the server listed an invalid name {}",
+                        quote(&dir.to_string()),
+                        quote(&entry.file_name)
+                    ),
+                    EXIT_FAILURE,
+                ));
+            }
             let child_rel = rel.join(&entry.file_name);
             let child = top.join(&child_rel).expect("listed names hold no NUL");
             if entry.is_symlink {
@@ -475,10 +536,14 @@ async fn remote_tree(
                 });
                 pending.push(child_rel);
             } else if entry.is_file {
-                let size = fs.get_metadata(&child).await.map_or(0, |m| m.size);
+                let metadata = fs
+                    .get_metadata(&child)
+                    .await
+                    .map_err(|e| Failure::at("cannot stat", &child.to_string(), &e))?;
                 nodes.push(Node::File {
                     rel: child_rel,
-                    size,
+                    size: metadata.size,
+                    metadata: Some(metadata),
                 });
             } else {
                 warnings.push(format!(
@@ -531,6 +596,7 @@ fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failu
                 nodes.push(Node::File {
                     rel: child_rel,
                     size: metadata.len(),
+                    metadata: None,
                 });
             } else {
                 warnings.push(format!("skipping special file {}", quote(&shown(&path))));
@@ -538,6 +604,14 @@ fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failu
         }
     }
     Ok(nodes)
+}
+
+/// A name that is exactly one normal path component.
+fn is_plain_name(name: &str) -> bool {
+    let mut components = Path::new(name).components();
+    matches!(components.next(), Some(std::path::Component::Normal(_)))
+        && components.next().is_none()
+        && !name.contains('/')
 }
 
 fn totals(nodes: &[Node]) -> (u64, u64) {
@@ -588,7 +662,16 @@ pub async fn get(
     }
     for (source, destination, metadata, nodes) in plans {
         let Some(nodes) = nodes else {
-            get_file(fs, source, &metadata, destination, options, &mut progress).await?;
+            get_file(
+                fs,
+                source,
+                &metadata,
+                destination,
+                false,
+                options,
+                &mut progress,
+            )
+            .await?;
             continue;
         };
         let mut directories = Vec::new();
@@ -598,7 +681,10 @@ pub async fn get(
                     let local = destination.join(&rel);
                     match fs::create_dir(&local) {
                         Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && local.is_dir() => {}
+                        // An existing directory is filled; a symlink to one is not followed.
+                        Err(e)
+                            if e.kind() == io::ErrorKind::AlreadyExists
+                                && fs::symlink_metadata(&local).is_ok_and(|m| m.is_dir()) => {}
                         Err(e) => {
                             return Err(Failure::at(
                                 "cannot create local directory",
@@ -609,17 +695,15 @@ pub async fn get(
                     }
                     directories.push((local, mode));
                 }
-                Node::File { rel, .. } => {
+                Node::File { rel, metadata, .. } => {
                     let remote = source.join(&rel).expect("relative names hold no NUL");
-                    let m = fs
-                        .get_metadata(&remote)
-                        .await
-                        .map_err(|e| Failure::at("cannot stat", &remote.to_string(), &e))?;
+                    let m = metadata.unwrap_or_default();
                     get_file(
                         fs,
                         &remote,
                         &m,
                         &destination.join(&rel),
+                        true,
                         options,
                         &mut progress,
                     )

@@ -51,6 +51,48 @@ fn client_ws_config() -> WebSocketConfig {
         .max_frame_size(None)
 }
 
+/// The TLS connector of `wss://`: the platform's roots plus those in `ca_file`.
+#[cfg(feature = "tls")]
+fn tls_connector(ca_file: Option<&std::path::Path>) -> io::Result<tokio_tungstenite::Connector> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let mut roots = rustls::RootCertStore::empty();
+    // Certificates the platform store holds but rustls cannot parse are skipped, as browsers do.
+    let native = rustls_native_certs::load_native_certs();
+    let (_, _) = roots.add_parsable_certificates(native.certs);
+    if let Some(file) = ca_file {
+        let bad = |e: &dyn std::fmt::Display| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a PEM certificate file: {e}", file.display()),
+            )
+        };
+        let mut added = 0;
+        for cert in CertificateDer::pem_file_iter(file).map_err(|e| match e {
+            rustls::pki_types::pem::Error::Io(e) => {
+                io::Error::new(e.kind(), format!("{}: {e}", file.display()))
+            }
+            other => bad(&other),
+        })? {
+            roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(bad(&"no certificate in it"));
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(
+        config,
+    )))
+}
+
 /// Maps a failed WebSocket connect to an `io::Error` a person can act on.
 fn connect_error(url: &str, err: WsError) -> io::Error {
     match err {
@@ -77,10 +119,15 @@ fn connect_error(url: &str, err: WsError) -> io::Error {
 }
 
 impl RemoteFileSystem {
-    /// Connects to `url` (`ws://HOST:PORT`) and completes the `initialize` handshake.
+    /// Connects to `url` (`ws://HOST:PORT`, or `wss://HOST:PORT` through TLS with the
+    /// platform's certificate authorities and those of `options.ca_file`) and completes the
+    /// `initialize` handshake.
     ///
     /// # Errors
     ///
+    /// `Unsupported` for `wss://` in a build without the `tls` feature; `InvalidData` for a
+    /// `ca_file` that holds no certificate; the TLS failure (an unknown issuer, a name that does
+    /// not match) as `Other`;
     /// `TimedOut` past `connect_timeout`; `PermissionDenied` when the server refuses the token or
     /// the request; `ConnectionRefused` when nothing listens or the server is full.
     pub async fn connect(url: &str, options: RemoteOptions) -> io::Result<Self> {
@@ -96,8 +143,28 @@ impl RemoteFileSystem {
             })?;
             request.headers_mut().insert(header::AUTHORIZATION, value);
         }
-        let connect =
-            tokio_tungstenite::connect_async_with_config(request, Some(client_ws_config()), true);
+        let tls = url.starts_with("wss://");
+        #[cfg(feature = "tls")]
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            request,
+            Some(client_ws_config()),
+            true,
+            if tls {
+                Some(tls_connector(options.ca_file.as_deref())?)
+            } else {
+                None
+            },
+        );
+        #[cfg(not(feature = "tls"))]
+        let connect = {
+            if tls {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "wss:// needs capfs built with its `tls` feature",
+                ));
+            }
+            tokio_tungstenite::connect_async_with_config(request, Some(client_ws_config()), true)
+        };
         let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
             .await
             .map_err(|_| timed_out("connecting", options.connect_timeout))?

@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
-use crate::LocalFileSystem;
+use crate::ExecutorFileSystem;
 use crate::transport::stdio::EndAsStop;
 
 /// The answer to `GET /readyz`.
@@ -41,19 +41,20 @@ const DESCRIPTOR_HEADROOM: u64 = 64;
 /// A bound, not yet running server.
 pub struct Server {
     listener: TcpListener,
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     url: String,
 }
 
 impl Server {
-    /// Checks the configuration and binds the listening socket.
+    /// Checks the configuration and binds the listening socket; the server will serve `fs` (any
+    /// [`ExecutorFileSystem`]: a local one, a remote one, a test double).
     ///
     /// # Errors
     ///
     /// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]);
     /// `PermissionDenied` for a non-loopback address without a token; the bind error otherwise.
-    pub async fn bind(fs: LocalFileSystem, config: ServerConfig) -> io::Result<Self> {
+    pub async fn bind(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> io::Result<Self> {
         config.validate()?;
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(io::Error::new(
@@ -91,11 +92,7 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
         let shutdown_timeout = self.config.shutdown_timeout;
-        let shared = Arc::new(Shared {
-            fs: self.fs,
-            connections: Arc::new(Semaphore::new(self.config.max_connections)),
-            config: self.config,
-        });
+        let shared = Arc::new(Shared::new(self.fs, self.config));
         // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
         let stop = CancellationToken::new();
         let cut = CancellationToken::new();
@@ -430,7 +427,7 @@ async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
 ///
 /// As [`serve_byte_stream`].
 pub async fn serve_stdio(
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
@@ -447,7 +444,7 @@ pub async fn serve_stdio(
 /// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]); `TimedOut` when
 /// the connection had to be cut at the shutdown deadline.
 pub async fn serve_byte_stream<S>(
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     io: S,
     peer: &str,
@@ -469,11 +466,7 @@ where
     )
     .await;
     let shutdown_timeout = config.shutdown_timeout;
-    let shared = Arc::new(Shared {
-        fs,
-        connections: Arc::new(Semaphore::new(1)),
-        config,
-    });
+    let shared = Arc::new(Shared::new(fs, config));
     let run = Connection::new(shared, 1, peer.into()).run(ws, stop.clone());
     tokio::pin!(run);
     tokio::pin!(shutdown);

@@ -880,3 +880,365 @@ async fn six_hundred_mib_go_both_ways_with_default_limits() {
     assert!(cat.wait().unwrap().success());
     assert_eq!(total, 600 << 20);
 }
+
+/// A TLS-terminating proxy in front of `upstream` (a `capfs serve` URL) on 127.0.0.1 port 0,
+/// with a certificate for 127.0.0.1 from a new certificate authority. Returns the proxy's
+/// port and the authority's certificate (PEM).
+async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::JoinHandle<()>) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        tokio_rustls::rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let upstream = upstream.trim_start_matches("ws://").to_string();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends the handshake: nothing to proxy.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut plain = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    (port, ca.pem(), task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wss_works_through_a_tls_terminating_proxy() {
+    let env = Env::new().await;
+    fs::write(env.ws.join("a"), "through tls").unwrap();
+    let (port, ca_pem, proxy) = tls_proxy(&env.server.url).await;
+    let ca_file = env.local.join("ca.pem");
+    fs::write(&ca_file, ca_pem).unwrap();
+    let url = format!("wss://127.0.0.1:{port}");
+    let out = client()
+        .args([
+            "--remote",
+            &url,
+            "--ca-file",
+            ca_file.to_str().unwrap(),
+            "cat",
+        ])
+        .arg(env.ws.join("a"))
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"through tls", "{}", describe(&out));
+    // The platform's roots alone do not know this authority: a connection failure.
+    let out = client()
+        .args(["--remote", &url, "cat"])
+        .arg(env.ws.join("a"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("certificate"),
+        "{}",
+        describe(&out)
+    );
+    proxy.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_that_put_r_creates_stay_confined_and_read_only_roots_refuse_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (ws, ro, outside) = (base.join("ws"), base.join("ro"), base.join("outside"));
+    for d in [&ws, &ro, &outside] {
+        fs::create_dir(d).unwrap();
+    }
+    fs::write(outside.join("secret"), "CANARY-OUTSIDE").unwrap();
+    let tree = base.join("tree");
+    fs::create_dir(&tree).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), tree.join("absolute")).unwrap();
+    std::os::unix::fs::symlink("../../outside/secret", tree.join("relative")).unwrap();
+    let args: Vec<&OsStr> = vec![
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--read-only".as_ref(),
+        ro.as_os_str(),
+    ];
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let run = |extra: &[&str]| {
+        client()
+            .arg("--remote")
+            .arg(&server.url)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let put = run(&["put", "-r", tree.to_str().unwrap(), ws.to_str().unwrap()]);
+    assert!(put.status.success(), "{}", describe(&put));
+    // The links exist with their text, and following them is refused.
+    assert_eq!(
+        fs::read_link(ws.join("tree/absolute")).unwrap(),
+        outside.join("secret")
+    );
+    for link in ["absolute", "relative"] {
+        let cat = run(&["cat", ws.join("tree").join(link).to_str().unwrap()]);
+        assert_eq!(cat.status.code(), Some(4), "{link}: {}", describe(&cat));
+        assert!(!String::from_utf8_lossy(&cat.stdout).contains("CANARY"));
+    }
+    // A write through such a link is refused too, and the outside file is unchanged.
+    fs::write(base.join("x"), "overwrite").unwrap();
+    let through = run(&[
+        "put",
+        base.join("x").to_str().unwrap(),
+        ws.join("tree/relative").to_str().unwrap(),
+    ]);
+    assert_eq!(through.status.code(), Some(4), "{}", describe(&through));
+    assert_eq!(
+        fs::read_to_string(outside.join("secret")).unwrap(),
+        "CANARY-OUTSIDE"
+    );
+    // A read-only root takes no links.
+    let refused = run(&["put", "-r", tree.to_str().unwrap(), ro.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(4), "{}", describe(&refused));
+    assert_eq!(names_in(&ro), Vec::<String>::new());
+}
+
+/// A server that lists a directory `/ws/d` holding an entry named `evil` (a name that must
+/// never become a local path component), then answers everything else with a file.
+async fn hostile_listing_server(evil: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        while let Some(Ok(frame)) = ws.next().await {
+            let Message::Text(text) = frame else { continue };
+            let request: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let id = request["id"].clone();
+            let path = request["params"]["path"].as_str().unwrap_or("").to_string();
+            let result = match request["method"].as_str().unwrap_or("") {
+                "initialize" => serde_json::json!({}),
+                "fs/getMetadata" if path == "/ws/d" => {
+                    serde_json::json!({"isDirectory": true, "isFile": false, "mode": 493})
+                }
+                "fs/getMetadata" => {
+                    serde_json::json!({"isDirectory": false, "isFile": true, "size": 5})
+                }
+                "fs/readDirectory" => serde_json::json!({"entries": [
+                    {"fileName": evil, "isDirectory": false, "isFile": true}]}),
+                "fs/readFile" => serde_json::json!({"dataBase64": "b3duZWQ="}),
+                _ => continue,
+            };
+            if !id.is_null() {
+                let reply = serde_json::json!({"id": id, "result": result});
+                ws.send(Message::text(reply.to_string())).await.unwrap();
+            }
+        }
+    });
+    (url, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_refuses_names_that_would_leave_the_destination() {
+    for evil in ["../escaped", "..", "a/../../escaped", ""] {
+        let (url, server) = hostile_listing_server(evil).await;
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner");
+        fs::create_dir(&inner).unwrap();
+        let out = client()
+            .args(["--remote", &url, "get", "-r", "/ws/d"])
+            .arg(inner.join("copy"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{evil:?}: {}", describe(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("invalid name"),
+            "{evil:?}: {}",
+            describe(&out)
+        );
+        assert_eq!(names_in(dir.path()), ["inner"], "{evil:?}");
+        assert_eq!(names_in(&inner), Vec::<String>::new(), "{evil:?}");
+        server.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_get_r_replaces_the_links_the_first_made_instead_of_following_them() {
+    let env = Env::new().await;
+    let outside = env.local.join("outside");
+    fs::create_dir_all(outside.join("dir")).unwrap();
+    fs::write(outside.join("bashrc"), "mine").unwrap();
+    // First run: the remote tree holds links to the person's own files.
+    fs::create_dir(env.ws.join("tree")).unwrap();
+    std::os::unix::fs::symlink(outside.join("bashrc"), env.ws.join("tree/a")).unwrap();
+    std::os::unix::fs::symlink(outside.join("dir"), env.ws.join("tree/sub")).unwrap();
+    let dest = env.local.join("dest");
+    fs::create_dir(&dest).unwrap();
+    env.ok(&["get", "-r", "-q", &env.ws("tree"), dest.to_str().unwrap()]);
+    assert!(
+        fs::symlink_metadata(dest.join("tree/a"))
+            .unwrap()
+            .is_symlink()
+    );
+    // Then the remote side turns them into a file and a directory of the same names.
+    fs::remove_file(env.ws.join("tree/a")).unwrap();
+    fs::write(env.ws.join("tree/a"), "planted").unwrap();
+    fs::remove_file(env.ws.join("tree/sub")).unwrap();
+    fs::create_dir(env.ws.join("tree/sub")).unwrap();
+    fs::write(env.ws.join("tree/sub/f"), "planted").unwrap();
+    let second = env.run(&["get", "-r", "-q", &env.ws("tree"), dest.to_str().unwrap()]);
+    // The link to a file is replaced by the file; the link to a directory is refused.
+    assert_eq!(fs::read_to_string(outside.join("bashrc")).unwrap(), "mine");
+    assert_eq!(fs::read_to_string(dest.join("tree/a")).unwrap(), "planted");
+    assert!(!second.status.success(), "{}", describe(&second));
+    assert_eq!(names_in(&outside.join("dir")), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_display_shows_on_a_terminal_only_and_q_silences_it() {
+    let env = Env::new().await;
+    let local = env.local.join("big");
+    fs::write(&local, pattern(8 << 20, 5)).unwrap();
+    // `script` gives the client a terminal (a pty) and copies what it draws to our stdout.
+    let on_tty = |quiet: bool| {
+        let command = format!(
+            "'{BIN}' --remote {} put {} '{}' '{}'",
+            env.server.url,
+            if quiet { "-q" } else { "" },
+            local.display(),
+            env.ws("big")
+        );
+        let out = Command::new("script")
+            .args(["-qefc", &command, "/dev/null"])
+            .env_remove("CAPFS_REMOTE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", describe(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let drawn = on_tty(false);
+    assert!(
+        drawn.contains("0/1 files") && drawn.contains(" eta "),
+        "{drawn:?}"
+    );
+    assert!(
+        drawn.contains("MiB/s") && drawn.contains("/8.00 MiB"),
+        "{drawn:?}"
+    );
+    assert!(drawn.contains("put 1 file, 8.00 MiB in "), "{drawn:?}");
+    assert_eq!(on_tty(true), "");
+    // Not a terminal: only the summary line.
+    let out = env.run(&["put", local.to_str().unwrap(), &env.ws("big")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("put 1 file, 8.00 MiB in ") && stderr.lines().count() == 1);
+    assert!(!stderr.contains('\x1b'), "{stderr:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_goes_away_ends_cat_quietly_and_a_lost_server_is_blamed() {
+    let env = Env::new().await;
+    fs::write(env.ws.join("big"), pattern(4 << 20, 9)).unwrap();
+    // `capfs cat big | head -c 10`: the pipe closes early.
+    let mut cat = env
+        .command()
+        .args(["cat", &env.ws("big")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    cat.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = cat.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", describe(&out));
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+
+    // The server goes away mid-transfer: the remote side is named, with the connection status.
+    let (url, server) = stalling_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let child = client()
+        .args(["--remote", &url, "get", "-q", "/ws/f"])
+        .arg(dir.path().join("dest"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the temporary file", || !names_in(dir.path()).is_empty());
+    server.abort();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "capfs: cannot read '/ws/f': connection to the capfs server was lost\n"
+    );
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wire_carries_modes_times_roots_and_links_as_capfs_extensions() {
+    use serde_json::json;
+    let env = Env::new().await;
+    let mut peer = crate::serve::RawPeer::connect(&env.server.url).await;
+    let init = peer
+        .request("initialize", json!({"clientName": "raw"}))
+        .await;
+    assert_eq!(
+        init["result"]["capfs"]["roots"],
+        json!([{"path": env.ws.to_str().unwrap(), "access": "read-write"}]),
+        "{init}"
+    );
+    peer.send(json!({"method": "initialized"})).await;
+    fs::write(env.ws.join("w"), "hi").unwrap();
+    fs::set_permissions(env.ws.join("w"), fs::Permissions::from_mode(0o750)).unwrap();
+    let meta = peer
+        .request("fs/getMetadata", json!({"path": env.ws("w")}))
+        .await;
+    assert_eq!(meta["result"]["mode"], 0o750, "{meta}");
+    // Links: created with their text as given, read back without being followed.
+    let made = peer
+        .request(
+            "capfs/createSymlink",
+            json!({"path": env.ws("l"), "target": "/etc/passwd"}),
+        )
+        .await;
+    assert_eq!(made["result"], json!({}), "{made}");
+    let text = peer
+        .request("capfs/readLink", json!({"path": env.ws("l")}))
+        .await;
+    assert_eq!(text["result"]["target"], "/etc/passwd", "{text}");
+    let through = peer
+        .request("fs/readFile", json!({"path": env.ws("l")}))
+        .await;
+    assert_eq!(
+        through["error"]["data"]["kind"], "PermissionDenied",
+        "{through}"
+    );
+    let not_a_link = peer
+        .request("capfs/readLink", json!({"path": env.ws("w")}))
+        .await;
+    assert_eq!(
+        not_a_link["error"]["data"]["kind"], "InvalidInput",
+        "{not_a_link}"
+    );
+}
