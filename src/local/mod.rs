@@ -187,10 +187,26 @@ impl ExecutorFileSystem for LocalFileSystem {
         writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> FileSystemResult<u64> {
-        let opened = path.clone();
-        let (file, _) = self.run(move |fs| read::open_regular(fs, &opened)).await?;
-        let file = Arc::new(file);
+        let (file, size) = if self.runs_inline(path) {
+            read::open_regular(&self.inner, path)?
+        } else {
+            let opened = path.clone();
+            self.run(move |fs| read::open_regular(fs, &opened)).await?
+        };
         let mut sent = 0u64;
+        // A small file on a local disk is read here, like `read_file` reads it: one batch and no
+        // hand-off. Whatever it has grown to past the batch goes through the blocking pool.
+        if size <= INLINE_READ_BYTES && self.runs_inline(path) {
+            let batch = read::read_batch(&file, INLINE_READ_BYTES as usize + 1, path)?;
+            writer.write_all(&batch).await?;
+            sent = batch.len() as u64;
+            progress(sent);
+            if sent <= INLINE_READ_BYTES {
+                writer.flush().await?;
+                return Ok(sent);
+            }
+        }
+        let file = Arc::new(file);
         loop {
             let (file, path) = (Arc::clone(&file), path.clone());
             let batch = self
