@@ -39,7 +39,15 @@ fn main() -> ExitCode {
         _ => {}
     }
     init_logging(&cli);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Command::Serve(args) = &cli.command {
+        // The server's file work takes at most --max-blocking threads of the blocking pool; the
+        // margin is for the rest (stdin and stdout of `--listen stdio`, the audit log), so the
+        // process's thread count has a hard bound whatever the clients do.
+        builder.max_blocking_threads(args.max_blocking.saturating_add(BLOCKING_MARGIN));
+    }
+    let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(e) => return Failure::plain(format!("cannot start: {e}"), 1).report(),
     };
@@ -66,6 +74,9 @@ fn main() -> ExitCode {
         Err(failure) => failure.report(),
     }
 }
+
+/// Blocking-pool threads `capfs serve` keeps beyond `--max-blocking`.
+const BLOCKING_MARGIN: usize = 16;
 
 fn init_logging(cli: &Cli) {
     // A stdio server runs under a client's command; its progress lines would only be noise on
