@@ -129,6 +129,65 @@ pub(crate) fn is_escape(err: &io::Error) -> bool {
         && err.get_ref().is_some_and(|inner| inner.is::<Escape>())
 }
 
+pub(crate) fn write_options_unsupported(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::new(
+        ErrorKind::Unsupported,
+        format!("{path}: this file system cannot apply a mode or modification time"),
+    )
+}
+
+/// Checks what a sized stream carried against its announced `size`.
+pub(crate) fn check_stream_size(got: u64, size: u64) -> io::Result<()> {
+    if got < size {
+        return Err(stream_ended_early(got, size));
+    }
+    if got > size {
+        return Err(stream_too_long(size));
+    }
+    Ok(())
+}
+
+pub(crate) fn stream_ended_early(got: u64, size: u64) -> io::Error {
+    io::Error::new(
+        ErrorKind::UnexpectedEof,
+        format!("the data stream ended after {got} of {size} bytes"),
+    )
+}
+
+pub(crate) fn stream_too_long(size: u64) -> io::Error {
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("the data stream carried more than the announced {size} bytes"),
+    )
+}
+
+pub(crate) fn stream_aborted() -> io::Error {
+    io::Error::new(
+        ErrorKind::ConnectionAborted,
+        "the data stream was aborted by the client",
+    )
+}
+
+pub(crate) fn stream_idle(timeout: std::time::Duration) -> io::Error {
+    io::Error::new(
+        ErrorKind::TimedOut,
+        format!(
+            "the data stream was idle for longer than {} ms",
+            timeout.as_millis()
+        ),
+    )
+}
+
+pub(crate) fn reply_too_large(path: &AbsolutePathBuf, limit: usize, method: &str) -> io::Error {
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!(
+            "{path}: file is too large for one message: limit is {limit} bytes of message; \
+             use {method}"
+        ),
+    )
+}
+
 pub(crate) fn invalid_glob(pattern: &str, err: &globset::Error) -> io::Error {
     let reason = match err.kind() {
         globset::ErrorKind::UnclosedClass => "unclosed character class".to_string(),

@@ -1,6 +1,7 @@
 //! The `ExecutorFileSystem` trait and the option and metadata types it uses.
 
 use async_trait::async_trait;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use std::path::PathBuf;
 
@@ -56,7 +57,7 @@ pub struct RenameOptions {
     pub overwrite: bool,
 }
 
-/// How a written file ends up on disk.
+/// How a written file ends up on disk: options of [`ExecutorFileSystem::write_file_from`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Permission bits to give the file (at most 0o777: setuid, setgid and sticky are never
@@ -293,6 +294,83 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// `NotFound`; `IsADirectory`; `InvalidInput` for a special file or a file over the read limit
     /// (`file is too large to read: limit is {N} bytes`); `PermissionDenied` for an escape.
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>>;
+
+    /// The largest file [`read_file`](Self::read_file) returns, when this file system has such a
+    /// bound. A server announces it, so that its clients apply the same bound to whole-file
+    /// reads. The default is `None`.
+    fn read_file_limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// The sandbox roots this file system serves, as a server announces them in the
+    /// `initialize` result. The default is none (the file system does not say).
+    fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {
+        Vec::new()
+    }
+
+    /// Streams a whole regular file into `writer`, calling `progress` with the running byte count,
+    /// and returns the number of bytes written. Unlike [`read_file`](Self::read_file), a stream
+    /// is not bound by the read limit: memory stays bounded whatever the file's size. The
+    /// default implementation reads the file with `read_file` (so it is bound by the limit);
+    /// both backends override it.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file`](Self::read_file) (less the read limit for the backends' own
+    /// implementations); the error of `writer`. What was already written to `writer` stays there.
+    async fn read_file_to(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let data = self.read_file(path).await?;
+        writer.write_all(&data).await?;
+        writer.flush().await?;
+        progress(data.len() as u64);
+        Ok(data.len() as u64)
+    }
+
+    /// Replaces the file at `path` atomically with what `reader` yields: exactly `size` bytes,
+    /// or everything up to the reader's end when `size` is `None`. `progress` gets the running
+    /// byte count; the result is the number of bytes written. A reader that fails, ends early or
+    /// runs long leaves the file as it was and nothing behind. The default implementation
+    /// collects the bytes in memory, calls [`write_file`](Self::write_file) and refuses
+    /// non-default `options` with `Unsupported`; both backends override it.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_file`](Self::write_file); the error of `reader`; `UnexpectedEof` when it ends
+    /// before `size` bytes, `InvalidInput` when it carries more.
+    async fn write_file_from(
+        &self,
+        path: &AbsolutePathBuf,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        if options != WriteOptions::default() {
+            return Err(crate::error::write_options_unsupported(path));
+        }
+        let mut data = Vec::new();
+        match size {
+            Some(size) => {
+                (&mut *reader)
+                    .take(size.saturating_add(1))
+                    .read_to_end(&mut data)
+                    .await?;
+                crate::error::check_stream_size(data.len() as u64, size)?;
+            }
+            None => {
+                reader.read_to_end(&mut data).await?;
+            }
+        }
+        let written = data.len() as u64;
+        self.write_file(path, data).await?;
+        progress(written);
+        Ok(written)
+    }
 
     /// Replaces the file's contents atomically (temporary file in the same directory, then rename).
     ///

@@ -42,7 +42,8 @@
 //! let workspace = tempfile::tempdir()?;
 //! let local = LocalFileSystem::new(Sandbox::new().with_root(workspace.path(), Access::ReadWrite)?);
 //! let root = local.sandbox().roots()[0].path().clone();
-//! let server = Server::bind(local, ServerConfig::default()).await?;
+//! // The server serves any `Arc<dyn ExecutorFileSystem>`: a local one here.
+//! let server = Server::bind(std::sync::Arc::new(local), ServerConfig::default()).await?;
 //! let url = server.url().to_string();
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
 //! let serving = tokio::spawn(server.run_until(async { let _ = stopped.await; }));
@@ -64,6 +65,8 @@
 //! | operation | behaviour |
 //! |---|---|
 //! | `read_file` | a whole regular file, at most the read limit ([`DEFAULT_READ_LIMIT`]); special files are refused without blocking |
+//! | `read_file_to` | the same file streamed into an `AsyncWrite` with bounded memory, not bound by the read limit |
+//! | `write_file_from` | `write_file` from an `AsyncRead` with bounded memory: exactly `size` bytes or (`None`) up to its end, with [`WriteOptions`]; a reader that fails or ends early leaves the file as it was |
 //! | `write_file` | atomic: a temporary file in the same directory, renamed over the target; a symlink at the path is followed inside the root |
 //! | `create_directory` | `recursive` creates parents and accepts an existing directory |
 //! | `get_metadata` | follows symlinks inside the root; `is_symlink` tells whether the path itself is a link |

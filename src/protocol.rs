@@ -47,6 +47,9 @@ pub const CAPFS_CREATE_SYMLINK_METHOD: &str = "capfs/createSymlink";
 /// First byte of a data frame. JSON text never starts with it, so a binary frame is a data frame
 /// exactly when it starts with this byte.
 pub const DATA_FRAME_TAG: u8 = 0x00;
+/// First byte of the data frame that ends an unsized streamed write (one whose request has no
+/// `size`); its payload, possibly empty, is the last of the contents.
+pub const DATA_FRAME_LAST_TAG: u8 = 0x01;
 /// Length of a data frame's header: the tag and the stream id (u64, big-endian).
 pub const DATA_FRAME_HEADER_LEN: usize = 9;
 /// The payload size capfs puts in one data frame.
@@ -58,6 +61,29 @@ pub fn data_frame_header(stream_id: u64) -> [u8; DATA_FRAME_HEADER_LEN] {
     header[0] = DATA_FRAME_TAG;
     header[1..].copy_from_slice(&stream_id.to_be_bytes());
     header
+}
+
+/// The header of the data frame that ends unsized stream `stream_id`.
+pub fn data_frame_last_header(stream_id: u64) -> [u8; DATA_FRAME_HEADER_LEN] {
+    let mut header = data_frame_header(stream_id);
+    header[0] = DATA_FRAME_LAST_TAG;
+    header
+}
+
+/// The stream id of a data frame of either tag, and whether it is the last frame of an unsized
+/// write; `None` when `frame` is not a data frame.
+pub fn data_frame_kind(frame: &[u8]) -> Option<(u64, bool)> {
+    if frame.len() < DATA_FRAME_HEADER_LEN {
+        return None;
+    }
+    let last = match frame[0] {
+        DATA_FRAME_TAG => false,
+        DATA_FRAME_LAST_TAG => true,
+        _ => return None,
+    };
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&frame[1..DATA_FRAME_HEADER_LEN]);
+    Some((u64::from_be_bytes(id), last))
 }
 
 /// The stream id of a data frame, or `None` when `frame` is not one.
@@ -235,6 +261,11 @@ pub struct ServerCapabilities {
     /// [`CAPFS_WRITE_FILE_STREAM_METHOD`] and data frames.
     #[serde(default)]
     pub data_frames: bool,
+    /// The largest file `fs/readFile` returns, when the served file system has such a bound; a
+    /// client applies it to its own whole-file reads over streams (see
+    /// [`ReadStreamParams::max_bytes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_limit: Option<u64>,
     /// The server understands [`CAPFS_WALK_METHOD`].
     #[serde(default)]
     pub walk: bool,
@@ -281,10 +312,18 @@ pub struct ReadStreamParams {
     pub path: AbsolutePathBuf,
     /// Chosen by the client, unique among its open streams on the connection.
     pub stream_id: u64,
+    /// When set, a file holding more than this many bytes fails with `InvalidInput`
+    /// (`file is too large to read: limit is {N} bytes`), as `fs/readFile` does at the read
+    /// limit: refused before any data frame when its size says so, cut off after at most this
+    /// many bytes when it grows. Absent: the whole file, whatever its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 /// Params of [`CAPFS_WRITE_FILE_STREAM_METHOD`]. The client sends exactly `size` bytes as data
 /// frames of `streamId` after the request; the server replaces the file once it has them all.
+/// Without `size`, the contents end with a frame tagged [`DATA_FRAME_LAST_TAG`]. An empty frame
+/// tagged [`DATA_FRAME_TAG`] aborts the write either way.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteStreamParams {
@@ -292,12 +331,14 @@ pub struct WriteStreamParams {
     pub path: AbsolutePathBuf,
     /// Chosen by the client, unique among its open streams on the connection.
     pub stream_id: u64,
-    /// How many bytes follow.
-    pub size: u64,
-    /// See [`WriteFileParams::mode`].
+    /// How many bytes follow; absent when the client does not know (a pipe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Permission bits for the file (capfs; see [`crate::WriteOptions::mode`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<u32>,
-    /// See [`WriteFileParams::modified_at_ms`].
+    /// Modification time in ms since the Unix epoch (capfs; see
+    /// [`crate::WriteOptions::modified_at_ms`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified_at_ms: Option<i64>,
 }
@@ -550,6 +591,7 @@ const ERROR_KINDS: &[(io::ErrorKind, &str)] = &[
     (io::ErrorKind::UnexpectedEof, "UnexpectedEof"),
     (io::ErrorKind::OutOfMemory, "OutOfMemory"),
     (io::ErrorKind::WouldBlock, "WouldBlock"),
+    (io::ErrorKind::ConnectionAborted, "ConnectionAborted"),
     (io::ErrorKind::Other, "Other"),
 ];
 

@@ -268,6 +268,20 @@ pub struct ServeArgs {
     /// Time connections get to finish at shutdown; then they are cut and the exit status is 1.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+    /// Most requests doing file-system work at once across the server.
+    #[arg(long, value_name = "N", default_value_t = capfs::server::DEFAULT_MAX_BLOCKING)]
+    pub max_blocking: usize,
+    /// Most requests doing file-system work at once on one connection.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = capfs::server::DEFAULT_MAX_BLOCKING_PER_CONNECTION
+    )]
+    pub max_blocking_per_connection: usize,
+    /// Time a streamed read or write may make no progress before it fails (seconds, or with a
+    /// unit: 500ms, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub stream_idle_timeout: Duration,
     /// Largest file a whole-file read (fs/readFile) returns (bytes; suffixes K, M, G);
     /// streamed reads are not bound by it.
     #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]

@@ -21,7 +21,6 @@ mod listing;
 mod mcp;
 mod names;
 mod paths;
-mod streams;
 mod transfer;
 
 use args::{Cli, Command, Endpoint, ServeArgs, Shell, Target};
@@ -434,7 +433,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     for root in sandbox.roots() {
         tracing::info!(root = %root.path(), access = ?root.access(), "sandbox root");
     }
-    let fs = LocalFileSystem::with_read_limit(sandbox, args.read_limit);
+    let fs: std::sync::Arc<dyn ExecutorFileSystem> =
+        std::sync::Arc::new(LocalFileSystem::with_read_limit(sandbox, args.read_limit));
     let max_message_bytes = usize::try_from(args.max_message_bytes)
         .map_err(|_| Failure::usage("--max-message-bytes is too large"))?;
     let config = ServerConfig {
@@ -446,6 +446,9 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_handshakes: args.max_handshakes,
         handshake_timeout: args.handshake_timeout,
         shutdown_timeout: args.shutdown_timeout,
+        max_blocking: args.max_blocking,
+        max_blocking_per_connection: args.max_blocking_per_connection,
+        stream_idle_timeout: args.stream_idle_timeout,
         audit,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -28,6 +28,7 @@ mod read;
 mod remove;
 mod rename;
 mod resolve;
+mod stage;
 mod tree;
 mod walk;
 mod write;
@@ -37,9 +38,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::error::{check_stream_size, stream_too_long, with_path};
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
+    WriteOptions,
 };
 
 /// The default largest file `read_file` returns: 512 MiB.
@@ -47,6 +52,10 @@ pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
 
 /// Files up to this size are read on the calling task; larger ones on tokio's blocking pool.
 pub(crate) const INLINE_READ_BYTES: u64 = 256 * 1024;
+
+/// Bytes a streamed read or write moves per call on the blocking pool. The chunks in between
+/// are awaited on the calling task, so no blocking thread ever waits for the other side.
+const STREAM_BATCH_BYTES: usize = 1024 * 1024;
 
 /// The deepest directory tree a recursive `copy` reproduces; deeper trees fail with
 /// `InvalidInput` before anything below the limit is descended into.
@@ -112,39 +121,6 @@ impl LocalFileSystem {
         self.inner.read_limit
     }
 
-    /// Opens a regular file for streaming reads: the handle and the file's size at opening. The
-    /// handle stays on the file that was opened, whatever is renamed afterwards.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutorFileSystem::read_file`].
-    pub async fn open_read(
-        &self,
-        path: &AbsolutePathBuf,
-    ) -> FileSystemResult<(std::fs::File, u64)> {
-        let path = path.clone();
-        self.run(move |fs| read::open_for_read(fs, &path)).await
-    }
-
-    /// Writes a file of exactly `size` bytes received as chunks, atomically like
-    /// [`ExecutorFileSystem::write_file`], with the mode and time `options` ask for: if the channel closes early, or carries more than
-    /// `size` bytes, the file is left as it was and nothing is left behind.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutorFileSystem::write_file`]; `UnexpectedEof` for a stream that ends early.
-    pub async fn write_file_stream(
-        &self,
-        path: &AbsolutePathBuf,
-        size: u64,
-        options: crate::WriteOptions,
-        mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    ) -> FileSystemResult<()> {
-        let path = path.clone();
-        self.run(move |fs| write::write_stream(fs, &path, size, options, || chunks.blocking_recv()))
-            .await
-    }
-
     /// True when the cheap operations on `path` (`get_metadata`, small `read_file`s) run on the
     /// calling task: its root is on a local-disk file system. False for a path under no root.
     #[doc(hidden)]
@@ -189,6 +165,95 @@ impl ExecutorFileSystem for LocalFileSystem {
         let path = path.clone();
         self.run(move |_| read::read_opened(&file, size, &path, limit))
             .await
+    }
+
+    fn read_file_limit(&self) -> Option<u64> {
+        Some(self.inner.read_limit)
+    }
+
+    fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {
+        let roots = self.inner.sandbox.roots().iter();
+        roots
+            .map(|root| crate::protocol::RootDescription {
+                path: root.path().clone(),
+                access: root.access().into(),
+            })
+            .collect()
+    }
+
+    async fn read_file_to(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let opened = path.clone();
+        let (file, _) = self.run(move |fs| read::open_regular(fs, &opened)).await?;
+        let file = Arc::new(file);
+        let mut sent = 0u64;
+        loop {
+            let (file, path) = (Arc::clone(&file), path.clone());
+            let batch = self
+                .run(move |_| read::read_batch(&file, STREAM_BATCH_BYTES, &path))
+                .await?;
+            if batch.is_empty() {
+                break;
+            }
+            writer.write_all(&batch).await?;
+            sent += batch.len() as u64;
+            progress(sent);
+        }
+        writer.flush().await?;
+        Ok(sent)
+    }
+
+    async fn write_file_from(
+        &self,
+        path: &AbsolutePathBuf,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let target = path.clone();
+        let mut staged = self.run(move |fs| write::stage(fs, &target)).await?;
+        let mut written = 0u64;
+        let mut batch = Vec::with_capacity(STREAM_BATCH_BYTES);
+        loop {
+            // Fills the batch on this task: a reader waiting for the network holds no thread.
+            batch.clear();
+            let want = match size {
+                Some(size) => (size - written)
+                    .saturating_add(1)
+                    .min(STREAM_BATCH_BYTES as u64),
+                None => STREAM_BATCH_BYTES as u64,
+            };
+            (&mut *reader).take(want).read_to_end(&mut batch).await?;
+            if size.is_some_and(|size| written + batch.len() as u64 > size) {
+                return Err(stream_too_long(size.unwrap_or_default()));
+            }
+            if batch.is_empty() {
+                break;
+            }
+            written += batch.len() as u64;
+            let path = path.clone();
+            let full = std::mem::take(&mut batch);
+            let (returned, back) = self
+                .run(move |_| {
+                    let result = staged.write(&full).map_err(|e| with_path(&path, e));
+                    result.map(|()| (staged, full))
+                })
+                .await?;
+            (staged, batch) = (returned, back);
+            progress(written);
+        }
+        if let Some(size) = size {
+            check_stream_size(written, size)?;
+        }
+        let path = path.clone();
+        self.run(move |_| staged.commit(options).map_err(|e| with_path(&path, e)))
+            .await?;
+        Ok(written)
     }
 
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {

@@ -47,6 +47,19 @@ pub(crate) fn read_opened(
     Ok(contents)
 }
 
+/// Reads the next at most `max` bytes of an opened file; empty at its end.
+pub(crate) fn read_batch(
+    file: &std::fs::File,
+    max: usize,
+    path: &AbsolutePathBuf,
+) -> io::Result<Vec<u8>> {
+    let mut batch = Vec::with_capacity(max);
+    file.take(max as u64)
+        .read_to_end(&mut batch)
+        .map_err(|e| with_path(path, e))?;
+    Ok(batch)
+}
+
 /// Opens a regular file for reading and returns it with its size, refusing directories, special
 /// files and files over the read limit before anything is allocated for them.
 ///
@@ -56,6 +69,16 @@ pub(crate) fn open_for_read(
     fs: &Inner,
     path: &AbsolutePathBuf,
 ) -> io::Result<(std::fs::File, u64)> {
+    let (file, size) = open_regular(fs, path)?;
+    if size > fs.read_limit {
+        return Err(error::too_large(fs.read_limit));
+    }
+    Ok((file, size))
+}
+
+/// Opens a regular file for reading, whatever its size, and returns it with its size,
+/// refusing directories and special files.
+pub(crate) fn open_regular(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<(std::fs::File, u64)> {
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
     // Looked at first without being opened (cap-std stats through an O_PATH handle), so a
@@ -80,9 +103,6 @@ pub(crate) fn open_for_read(
     }
     if !metadata.is_file() {
         return Err(error::not_regular_file(path));
-    }
-    if metadata.len() > fs.read_limit {
-        return Err(error::too_large(fs.read_limit));
     }
     Ok((file.into_std(), metadata.len()))
 }

@@ -10,6 +10,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
+use super::stage::StagedFile;
 use super::walk::{self, MAX_SYMLINK_HOPS};
 use super::{Inner, resolve};
 use crate::error::{self, with_path};
@@ -25,35 +26,17 @@ pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) ->
     })
 }
 
-/// Writes exactly `size` bytes taken from `next_chunk` (`None` ends the stream early), then
-/// replaces the file. A stream that ends early or runs long fails and leaves the file as it was.
-pub(crate) fn write_stream(
-    fs: &Inner,
-    path: &AbsolutePathBuf,
-    size: u64,
-    options: WriteOptions,
-    mut next_chunk: impl FnMut() -> Option<bytes::Bytes>,
-) -> io::Result<()> {
-    write_with(fs, path, options, |file| {
-        let mut written = 0u64;
-        while written < size {
-            let chunk = next_chunk().ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("the data stream ended after {written} of {size} bytes"),
-                )
-            })?;
-            written += chunk.len() as u64;
-            if written > size {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("the data stream carried more than the announced {size} bytes"),
-                ));
-            }
-            file.write_all(&chunk)?;
-        }
-        Ok(())
-    })
+/// Resolves the write target of `path` as `write_file` does and creates the file a streamed
+/// write fills, to replace the target once complete.
+pub(crate) fn stage(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<StagedFile> {
+    let resolved = fs.sandbox.resolve(path)?;
+    resolved.require_writable(path)?;
+    let target = WriteTarget::resolve(&resolved, path)?;
+    walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
+    let keep_mode = target
+        .existing_file_permissions(path)?
+        .map(|p| cap_std::fs::PermissionsExt::mode(&p));
+    StagedFile::new(target.parent, &target.name, keep_mode).map_err(|e| with_path(path, e))
 }
 
 /// Sets a file's modification time to `ms` milliseconds after the Unix epoch (its access time

@@ -43,6 +43,8 @@ pub(super) struct Client {
     pub(super) next_id: AtomicI64,
     pub(super) reader: JoinHandle<()>,
     pub(super) data_frames: bool,
+    /// The server's bound on whole-file reads, when it announced one.
+    pub(super) read_limit: Option<u64>,
     /// The server walks trees in one request (`capfs/walk`).
     pub(super) walk: bool,
     /// The server announced capfs's extensions (optional params are sent only then).
@@ -111,6 +113,7 @@ impl Client {
             next_id: AtomicI64::new(1),
             reader,
             data_frames: false,
+            read_limit: None,
             walk: false,
             capfs: false,
             roots: Vec::new(),
@@ -126,6 +129,7 @@ impl Client {
         .await
         .map_err(|_| timed_out("initialize", options.connect_timeout))??;
         client.data_frames = initialized.capfs.as_ref().is_some_and(|c| c.data_frames);
+        client.read_limit = initialized.capfs.as_ref().and_then(|c| c.read_limit);
         client.walk = initialized.capfs.as_ref().is_some_and(|c| c.walk);
         client.capfs = initialized.capfs.is_some();
         client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();

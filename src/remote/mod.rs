@@ -101,7 +101,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
         if self.client.data_frames {
             let mut data = Vec::new();
-            self.read_file_to(path, &mut data, &mut |_| {}).await?;
+            let limit = self.client.read_limit;
+            self.stream_read(path, limit, &mut data, &mut |_| {})
+                .await?;
             return Ok(data);
         }
         let params = PathParams { path: path.clone() };
@@ -119,11 +121,42 @@ impl ExecutorFileSystem for RemoteFileSystem {
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
         if self.client.data_frames && contents.len() >= STREAM_WRITE_THRESHOLD {
             let size = contents.len() as u64;
-            return self
-                .write_file_from(path, size, &mut contents.as_slice(), &mut |_| {})
-                .await;
+            let options = WriteOptions::default();
+            let reader = &mut contents.as_slice();
+            self.stream_write(path, reader, Some(size), options, &mut |_| {})
+                .await?;
+            return Ok(());
         }
         self.write_inline(path, contents, WriteOptions::default())
+            .await
+    }
+
+    fn read_file_limit(&self) -> Option<u64> {
+        self.client.read_limit
+    }
+
+    fn served_roots(&self) -> Vec<RootDescription> {
+        self.client.roots.clone()
+    }
+
+    async fn read_file_to(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        self.stream_read(path, None, writer, progress).await
+    }
+
+    async fn write_file_from(
+        &self,
+        path: &AbsolutePathBuf,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        self.stream_write(path, reader, size, options, progress)
             .await
     }
 

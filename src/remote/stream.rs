@@ -9,9 +9,11 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::RemoteFileSystem;
 use super::client::{Downloads, connection_lost, finish};
+use crate::error::{check_stream_size, stream_ended_early};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
     DATA_FRAME_HEADER_LEN, ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header,
+    data_frame_last_header,
 };
 use crate::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
@@ -24,22 +26,16 @@ pub(super) const MAX_UPLOADS: usize = 16;
 pub(super) const STREAM_WRITE_THRESHOLD: usize = 64 * 1024;
 
 impl RemoteFileSystem {
-    /// Streams the file at `path` into `writer`, calling `progress` with the running byte count.
-    /// Memory stays bounded whatever the file size. Returns the number of bytes written.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutorFileSystem::read_file`]; the error of `writer`; `BrokenPipe` when the
-    /// connection drops. What was already written to `writer` stays there.
-    pub async fn read_file_to<W>(
+    /// [`ExecutorFileSystem::read_file_to`]: the file's data frames go to `writer` as they
+    /// arrive, with bounded memory whatever the file size; with `max_bytes`, a file holding more
+    /// fails as `fs/readFile` fails at the read limit.
+    pub(super) async fn stream_read(
         &self,
         path: &AbsolutePathBuf,
-        writer: &mut W,
+        max_bytes: Option<u64>,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
         progress: &mut (dyn FnMut(u64) + Send),
-    ) -> io::Result<u64>
-    where
-        W: tokio::io::AsyncWrite + Unpin + Send,
-    {
+    ) -> io::Result<u64> {
         if !self.client.data_frames {
             let data = self.read_file(path).await?;
             writer.write_all(&data).await?;
@@ -58,6 +54,7 @@ impl RemoteFileSystem {
         let params = ReadStreamParams {
             path: path.clone(),
             stream_id,
+            max_bytes,
         };
         let mut reply = client
             .start_call(CAPFS_READ_FILE_STREAM_METHOD, params)
@@ -94,53 +91,28 @@ impl RemoteFileSystem {
         Ok(received)
     }
 
-    /// Streams `size` bytes from `reader` into the file at `path`, which is replaced atomically
-    /// once they have all arrived. Memory stays bounded whatever the size.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutorFileSystem::write_file`]; `UnexpectedEof` when `reader` ends before `size`
-    /// bytes (the file is then left as it was); `BrokenPipe` when the connection drops.
-    pub async fn write_file_from<R>(
+    /// [`ExecutorFileSystem::write_file_from`]: `reader`'s bytes go out as data frames as they
+    /// are read, with bounded memory whatever the size; without `size`, a last frame tagged
+    /// [`DATA_FRAME_LAST_TAG`](crate::protocol::DATA_FRAME_LAST_TAG) ends them.
+    pub(super) async fn stream_write(
         &self,
         path: &AbsolutePathBuf,
-        size: u64,
-        reader: &mut R,
-        progress: &mut (dyn FnMut(u64) + Send),
-    ) -> io::Result<()>
-    where
-        R: tokio::io::AsyncRead + Unpin + Send,
-    {
-        self.write_file_from_with(path, size, WriteOptions::default(), reader, progress)
-            .await
-    }
-
-    /// As [`RemoteFileSystem::write_file_from`], giving the file the mode and modification
-    /// time of `options` on a capfs server (other servers are sent neither).
-    ///
-    /// # Errors
-    ///
-    /// As [`RemoteFileSystem::write_file_from`].
-    pub async fn write_file_from_with<R>(
-        &self,
-        path: &AbsolutePathBuf,
-        size: u64,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
         options: WriteOptions,
-        reader: &mut R,
         progress: &mut (dyn FnMut(u64) + Send),
-    ) -> io::Result<()>
-    where
-        R: tokio::io::AsyncRead + Unpin + Send,
-    {
+    ) -> io::Result<u64> {
         if !self.client.data_frames {
             let mut data = Vec::new();
-            (&mut *reader).take(size).read_to_end(&mut data).await?;
-            if (data.len() as u64) < size {
-                return Err(short_source(data.len() as u64, size));
+            let want = size.map_or(u64::MAX, |size| size.saturating_add(1));
+            (&mut *reader).take(want).read_to_end(&mut data).await?;
+            if let Some(size) = size {
+                check_stream_size(data.len() as u64, size)?;
             }
+            let written = data.len() as u64;
             self.write_inline(path, data, options).await?;
-            progress(size);
-            return Ok(());
+            progress(written);
+            return Ok(written);
         }
         let client = &self.client;
         let _slot = client
@@ -162,13 +134,20 @@ impl RemoteFileSystem {
             .await?;
         let header = data_frame_header(stream_id);
         let mut sent = 0u64;
-        while sent < size {
+        loop {
+            let left = size.map_or(u64::MAX, |size| size - sent);
+            if left == 0 {
+                break;
+            }
             if let Ok(early) = reply.try_recv() {
                 // Refused before all the data went out (bad path, read-only root, ...).
                 let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
-                break;
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{path}: the server finished the write before its data was sent"),
+                ));
             }
-            let want = (size - sent).min(DATA_CHUNK_BYTES as u64) as usize;
+            let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
             let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
             frame.extend_from_slice(&header);
             let n = (&mut *reader)
@@ -177,8 +156,18 @@ impl RemoteFileSystem {
                 .await
                 .inspect_err(|_| client.abort_upload(&header))?;
             if n == 0 {
-                client.abort_upload(&header);
-                return Err(short_source(sent, size));
+                if let Some(size) = size {
+                    client.abort_upload(&header);
+                    return Err(stream_ended_early(sent, size));
+                }
+                // The end of an unsized write: an empty last frame.
+                let last = data_frame_last_header(stream_id);
+                client
+                    .out
+                    .send(WsMessage::Binary(last.to_vec().into()))
+                    .await
+                    .map_err(|_| connection_lost())?;
+                break;
             }
             client
                 .out
@@ -188,8 +177,14 @@ impl RemoteFileSystem {
             sent += n as u64;
             progress(sent);
         }
-        let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
-        Ok(())
+        let done: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
+        if done.size != sent {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: the server wrote {} bytes of {sent}", done.size),
+            ));
+        }
+        Ok(sent)
     }
 }
 
@@ -200,11 +195,4 @@ impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.0.lock().expect("downloads lock").remove(&self.1);
     }
-}
-
-fn short_source(got: u64, size: u64) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        format!("the source ended after {got} of {size} bytes"),
-    )
 }

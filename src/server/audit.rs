@@ -251,9 +251,15 @@ fn rfc3339_now() -> String {
     rfc3339(SystemTime::now())
 }
 
-/// Formats a time as UTC, RFC 3339 with milliseconds.
+/// Formats a time as UTC, RFC 3339 with milliseconds; times outside jiff's range (years
+/// before -9999 or after 9999) are clamped to it.
 fn rfc3339(time: SystemTime) -> String {
-    humantime::format_rfc3339_millis(time).to_string()
+    let timestamp = jiff::Timestamp::try_from(time).unwrap_or(if time < SystemTime::UNIX_EPOCH {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
+    format!("{timestamp:.3}")
 }
 
 #[cfg(test)]

@@ -18,6 +18,13 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// Default bound on requests running at once on one connection; further requests wait unread.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+/// Default bound on requests doing file-system work at once across the server (each holds at
+/// most one thread of tokio's blocking pool, whose own bound is 512).
+pub const DEFAULT_MAX_BLOCKING: usize = 128;
+/// Default bound on requests doing file-system work at once on one connection.
+pub const DEFAULT_MAX_BLOCKING_PER_CONNECTION: usize = 16;
+/// Default time a streamed transfer may go without progress before it fails.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default bound on connections still in their handshake (accepted, not yet upgraded).
 pub const DEFAULT_MAX_HANDSHAKES: usize = 64;
 /// Default time a connection has from being accepted to a completed WebSocket handshake.
@@ -35,6 +42,11 @@ const MAX_MESSAGE_BYTES: usize = 1024 * 1024 * 1024;
 const CONNECTIONS_RANGE: RangeInclusive<usize> = 1..=65_536;
 /// Accepted values of the per-connection in-flight bound.
 const IN_FLIGHT_RANGE: RangeInclusive<usize> = 1..=4_096;
+/// Accepted values of the bounds on file work (server-wide and per connection).
+const BLOCKING_RANGE: RangeInclusive<usize> = 1..=4_096;
+/// Accepted stream idle timeouts.
+const STREAM_IDLE_TIMEOUT_RANGE: RangeInclusive<Duration> =
+    Duration::from_millis(10)..=Duration::from_secs(86_400);
 /// Accepted handshake timeouts.
 const HANDSHAKE_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(300);
@@ -58,6 +70,15 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Most requests running at once per connection.
     pub max_in_flight: usize,
+    /// Most requests doing file-system work at once across the server. A request waiting for
+    /// the network (a streamed write waiting for data, a streamed read waiting for the peer to
+    /// read) does not count; so no thread of the blocking pool ever waits on a peer.
+    pub max_blocking: usize,
+    /// Most requests doing file-system work at once on one connection.
+    pub max_blocking_per_connection: usize,
+    /// Longest time a streamed read or write may make no progress (no data frame arriving, or
+    /// the peer not reading) before it fails; a failed write leaves the file as it was.
+    pub stream_idle_timeout: Duration,
     /// Most connections still in their handshake, counted apart from `max_connections` so that
     /// peers that never finish one cannot take the slots of clients that did. Beyond it a new
     /// connection is closed as soon as it is accepted.
@@ -80,6 +101,9 @@ impl Default for ServerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_blocking: DEFAULT_MAX_BLOCKING,
+            max_blocking_per_connection: DEFAULT_MAX_BLOCKING_PER_CONNECTION,
+            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
@@ -118,6 +142,17 @@ impl ServerConfig {
             "--shutdown-timeout",
             self.shutdown_timeout,
             &SHUTDOWN_TIMEOUT_RANGE,
+        )?;
+        check_usize("--max-blocking", self.max_blocking, &BLOCKING_RANGE)?;
+        check_usize(
+            "--max-blocking-per-connection",
+            self.max_blocking_per_connection,
+            &BLOCKING_RANGE,
+        )?;
+        check_duration(
+            "--stream-idle-timeout",
+            self.stream_idle_timeout,
+            &STREAM_IDLE_TIMEOUT_RANGE,
         )?;
         if self.token.as_deref().is_some_and(str::is_empty) {
             return Err(invalid_config("the token is empty".to_string()));
@@ -219,11 +254,13 @@ pub fn parse_duration(text: &str) -> io::Result<Duration> {
     if let Ok(seconds) = trimmed.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    humantime::parse_duration(trimmed).map_err(|_| {
+    let bad = || {
         invalid_config(format!(
             "{text}: not a duration: expected seconds or a number with a unit, like 500ms or 10s"
         ))
-    })
+    };
+    let parsed: jiff::SignedDuration = trimmed.parse().map_err(|_| bad())?;
+    Duration::try_from(parsed).map_err(|_| bad())
 }
 
 /// Parses a listen URL of the form `ws://HOST:PORT` (HOST an IP address or `localhost`).
@@ -310,7 +347,8 @@ mod tests {
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
-        for bad in ["", "-1", "10 parsecs", "s"] {
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7_200));
+        for bad in ["", "-1", "-5s", "10 parsecs", "s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -1,5 +1,8 @@
 //! One connection: the read loop, requests run concurrently up to the in-flight bound, replies
 //! queued for the writer task, and the drain at shutdown.
+//!
+//! The read loop does no file work and never waits for a slot: every request runs on a task of
+//! its own, so data frames and ordinary requests never wait on each other.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,7 +10,7 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
@@ -16,14 +19,15 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
-use super::session::{self, FsCall, Session, Step, is_stream_method};
-use super::{handler, stream};
+use super::handler::{self, Payload};
+use super::session::{FsCall, Session, Step};
+use super::stream::{self, StreamContext};
+use super::work::Work;
+use crate::ExecutorFileSystem;
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    ErrorObject, FS_GET_METADATA_METHOD, RequestId, RootDescription, SERVER_BUSY,
-    data_frame_stream,
+    ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
 };
-use crate::{ExecutorFileSystem, LocalFileSystem};
 
 /// Messages queued for one connection's writer. With data frames of 256 KiB this bounds what a
 /// streamed read can have in memory at 8 MiB per connection.
@@ -31,9 +35,22 @@ const OUT_QUEUE_MESSAGES: usize = 32;
 
 /// What every connection of one server shares.
 pub(crate) struct Shared {
-    pub(crate) fs: LocalFileSystem,
+    pub(crate) fs: Arc<dyn ExecutorFileSystem>,
     pub(crate) config: ServerConfig,
     pub(crate) connections: Arc<Semaphore>,
+    /// Requests doing file-system work at once, across the server.
+    pub(crate) work: Arc<Semaphore>,
+}
+
+impl Shared {
+    pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
+        Self {
+            fs,
+            connections: Arc::new(Semaphore::new(config.max_connections)),
+            work: Arc::new(Semaphore::new(config.max_blocking)),
+            config,
+        }
+    }
 }
 
 pub(crate) struct Connection {
@@ -41,7 +58,13 @@ pub(crate) struct Connection {
     id: u64,
     peer: Arc<str>,
     session: Session,
+    /// Requests running (or, for a streamed transfer, open) at once.
     in_flight: Arc<Semaphore>,
+    /// Requests read and not yet answered: running, or waiting for an in-flight slot. The read
+    /// loop never waits for a slot, so data frames always get read; beyond this bound a request
+    /// is refused with `server busy`.
+    admitted: Arc<Semaphore>,
+    work: Work,
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
 }
@@ -49,22 +72,24 @@ pub(crate) struct Connection {
 impl Connection {
     pub(crate) fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
         let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
-        let roots = shared
-            .fs
-            .sandbox()
-            .roots()
-            .iter()
-            .map(|root| RootDescription {
-                path: root.path().clone(),
-                access: root.access().into(),
-            });
-        let session = Session::new(shared.config.max_message_bytes).with_roots(roots.collect());
+        let admitted = Arc::new(Semaphore::new(
+            shared.config.max_in_flight.saturating_mul(2),
+        ));
+        let work = Work::new(
+            Arc::new(Semaphore::new(shared.config.max_blocking_per_connection)),
+            Arc::clone(&shared.work),
+        );
+        let session = Session::new(shared.config.max_message_bytes)
+            .with_roots(shared.fs.served_roots())
+            .announcing(shared.fs.read_file_limit());
         Self {
             shared,
             id,
             peer,
             session,
             in_flight,
+            admitted,
+            work,
             uploads: HashMap::new(),
         }
     }
@@ -82,6 +107,7 @@ impl Connection {
         let writer = AbortOnDropHandle::new(tokio::spawn(crate::transport::ws::write_queued(
             sink, out_rx,
         )));
+        let idle = self.shared.config.stream_idle_timeout;
         loop {
             let incoming = tokio::select! {
                 () = stop.cancelled() => break,
@@ -89,10 +115,10 @@ impl Connection {
             };
             match incoming {
                 Some(Ok(WsMessage::Text(text))) => self.on_message(text.as_bytes(), &out_tx).await,
-                Some(Ok(WsMessage::Binary(bytes))) => match data_frame_stream(&bytes) {
-                    Some(stream_id) => {
+                Some(Ok(WsMessage::Binary(bytes))) => match data_frame_kind(&bytes) {
+                    Some((stream_id, last)) => {
                         let payload = bytes.slice(DATA_FRAME_HEADER_LEN..);
-                        stream::route_data(&mut self.uploads, stream_id, payload).await;
+                        stream::route_data(&mut self.uploads, stream_id, last, payload, idle).await;
                     }
                     None => self.on_message(&bytes, &out_tx).await,
                 },
@@ -120,10 +146,10 @@ impl Connection {
         // Streamed writes still waiting for data will never get it: they fail and leave their
         // files as they were.
         self.uploads.clear();
-        // Let every running request finish and queue its response before the writer closes.
+        // Let every admitted request finish and queue its response before the writer closes.
         let _ = self
-            .in_flight
-            .acquire_many(self.shared.config.max_in_flight as u32)
+            .admitted
+            .acquire_many(self.shared.config.max_in_flight.saturating_mul(2) as u32)
             .await;
         drop(out_tx);
         let _ = writer.await;
@@ -163,81 +189,117 @@ impl Connection {
         reply: Result<Value, ErrorObject>,
     ) {
         log.finish(&reply, 0);
-        send(out, reply_message(id, reply)).await;
+        send_reply(out, id, reply.map(Payload::Json)).await;
     }
 
-    /// Runs a request that passed the handshake rules.
+    fn busy(&self) -> ErrorObject {
+        let message = format!(
+            "server busy: {} requests already in flight on this connection",
+            self.shared.config.max_in_flight
+        );
+        ErrorObject::new(SERVER_BUSY, message)
+    }
+
+    fn stream_context(&self, out: &mpsc::Sender<WsMessage>) -> StreamContext {
+        StreamContext {
+            fs: Arc::clone(&self.shared.fs),
+            work: self.work.clone(),
+            idle: self.shared.config.stream_idle_timeout,
+            out: out.clone(),
+        }
+    }
+
+    /// Runs a request that passed the handshake rules. Never waits for a slot: a request is
+    /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
     async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<WsMessage>) {
         let FsCall { id, method, params } = call;
         let log = self.request_log(&method, audit::raw_paths(params.as_ref()));
-        let is_stream = is_stream_method(&method);
-        // A streamed write must not wait for a permit here: the data frames that would let the
-        // running writes finish arrive behind it on this same socket. It is refused instead.
-        let permit = if method == CAPFS_WRITE_FILE_STREAM_METHOD {
-            match Arc::clone(&self.in_flight).try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(_) => {
-                    let message = format!(
-                        "server busy: {} requests already in flight on this connection",
-                        self.shared.config.max_in_flight
-                    );
-                    let error = ErrorObject::new(SERVER_BUSY, message);
-                    self.answer(out, log, id, Err(error)).await;
-                    return;
-                }
-            }
-        } else {
-            match Arc::clone(&self.in_flight).acquire_owned().await {
-                Ok(permit) => permit,
-                Err(_) => return,
-            }
+        let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
+            let error = self.busy();
+            self.answer(out, log, id, Err(error)).await;
+            return;
         };
-        if is_stream {
-            let fs = self.shared.fs.clone();
-            let out = out.clone();
-            if method == CAPFS_READ_FILE_STREAM_METHOD {
-                stream::start_read(fs, id, params, out, permit, log);
-            } else if let Err(error) = stream::start_write(
-                fs,
+        if method == CAPFS_WRITE_FILE_STREAM_METHOD {
+            // A streamed write must start at once: its data frames arrive behind it on this
+            // same socket, and the read loop cannot hold them for a write that waits.
+            let Ok(in_flight) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+                let error = self.busy();
+                self.answer(out, log, id, Err(error)).await;
+                return;
+            };
+            let ctx = self.stream_context(out);
+            let permits = Permits::new(in_flight, admitted);
+            if let Err(error) = stream::start_write(
+                ctx,
                 &mut self.uploads,
                 id.clone(),
                 params,
-                out.clone(),
-                permit,
+                permits,
                 log.clone(),
             ) {
-                self.answer(&out, log, id, Err(error)).await;
+                self.answer(out, log, id, Err(error)).await;
             }
             return;
         }
-        let inline = method == FS_GET_METADATA_METHOD;
+        let in_flight = Arc::clone(&self.in_flight);
+        if method == CAPFS_READ_FILE_STREAM_METHOD {
+            let ctx = self.stream_context(out);
+            tokio::spawn(async move {
+                let Ok(in_flight) = in_flight.acquire_owned().await else {
+                    return;
+                };
+                stream::start_read(ctx, id, params, Permits::new(in_flight, admitted), log);
+            });
+            return;
+        }
         let shared = Arc::clone(&self.shared);
+        let work = self.work.clone();
         let out = out.clone();
-        let run = async move {
+        // Everything runs beside this loop, so a file system that hangs never stalls it.
+        tokio::spawn(async move {
+            let Ok(in_flight) = in_flight.acquire_owned().await else {
+                return;
+            };
             let mut outcome = handler::Outcome::default();
-            let fs: &dyn ExecutorFileSystem = &shared.fs;
-            let reply = handler::dispatch(fs, &method, params, &mut outcome).await;
+            let max_message_bytes = shared.config.max_message_bytes;
+            let working = work.acquire().await;
+            let fs: &dyn ExecutorFileSystem = &*shared.fs;
+            let reply =
+                handler::dispatch(fs, &method, params, max_message_bytes, &mut outcome).await;
+            drop(working);
             let log = RequestLog {
                 paths: outcome.paths,
                 ..log
             };
-            log.finish(&reply, outcome.bytes);
-            send(&out, reply_message(id, reply)).await;
-            drop(permit);
-        };
-        // The local backend answers `getMetadata` with a few `stat` calls and no hand-off to the
-        // blocking pool: cheaper to run here than to spawn. Everything else runs beside this loop.
-        if inline {
-            run.await;
-        } else {
-            tokio::spawn(run);
+            log.finish(&Payload::for_log(&reply), outcome.bytes);
+            send_reply(&out, id, reply).await;
+            drop((in_flight, admitted));
+        });
+    }
+}
+
+/// The slots a streamed transfer holds until its reply is queued.
+pub(crate) struct Permits {
+    _in_flight: OwnedSemaphorePermit,
+    _admitted: OwnedSemaphorePermit,
+}
+
+impl Permits {
+    fn new(in_flight: OwnedSemaphorePermit, admitted: OwnedSemaphorePermit) -> Self {
+        Self {
+            _in_flight: in_flight,
+            _admitted: admitted,
         }
     }
 }
 
-/// The text frame answering request `id` with `reply`.
-pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> WsMessage {
-    WsMessage::text(session::reply_message(id, reply).to_text())
+/// Queues the reply to request `id`, serialised straight into the frame's text.
+pub(crate) async fn send_reply(
+    out: &mpsc::Sender<WsMessage>,
+    id: RequestId,
+    reply: Result<Payload, ErrorObject>,
+) {
+    send(out, WsMessage::text(handler::reply_text(id, reply))).await;
 }
 
 pub(crate) async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {

@@ -7,16 +7,16 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::audit;
-
+use super::{audit, session};
+use crate::error;
 use crate::protocol::{
-    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD, CopyParams,
-    CreateDirectoryParams, CreateSymlinkParams, ErrorObject, FS_COPY_METHOD,
-    FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD,
+    CAPFS_WALK_METHOD, CopyParams, CreateDirectoryParams, CreateSymlinkParams, ErrorObject,
+    FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
     FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
     GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PathParams,
-    ReadDirectoryResponse, ReadFileResponse, ReadLinkResponse, RemoveParams, RenameParams,
-    WalkParams, WalkResponse, WriteFileParams,
+    ReadDirectoryResponse, ReadLinkResponse, RemoveParams, RenameParams, RequestId, WalkParams,
+    WalkResponse, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
@@ -37,6 +37,51 @@ pub const FS_METHODS: &[&str] = &[
     CAPFS_WALK_METHOD,
 ];
 
+/// Bytes a reply's JSON needs beyond the base64 text of a file: the id, the member names and
+/// the punctuation. Ids are at most a message long, so this is a bound only with the id
+/// counted separately (see [`reply_fits`]).
+const REPLY_ENVELOPE_BYTES: usize = 64;
+
+/// A successful result, as it will be serialised into the reply's text.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// Any result.
+    Json(Value),
+    /// The result of `fs/readFile`: `{"dataBase64": ...}` built straight into the reply text,
+    /// without a base64 string or a `Value` in between.
+    FileData(Vec<u8>),
+}
+
+impl Payload {
+    /// The result as a JSON value.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Payload::Json(value) => value,
+            Payload::FileData(data) => serde_json::json!({ "dataBase64": STANDARD.encode(data) }),
+        }
+    }
+
+    /// What the audit log sees of the result (it reads only a stream's `size`).
+    pub(crate) fn for_log(reply: &Result<Payload, ErrorObject>) -> Result<Value, ErrorObject> {
+        match reply {
+            Ok(Payload::Json(value)) => Ok(value.clone()),
+            Ok(Payload::FileData(_)) => Ok(Value::Null),
+            Err(error) => Err(error.clone()),
+        }
+    }
+}
+
+/// Length of the base64 text of `len` bytes.
+fn base64_len(len: u64) -> u64 {
+    len.div_ceil(3).saturating_mul(4)
+}
+
+/// True when a `fs/readFile` reply carrying `len` bytes stays within `max_message_bytes`: the
+/// base64 text plus the envelope. A peer announces the same bound for what it receives.
+pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
+    base64_len(len).saturating_add(REPLY_ENVELOPE_BYTES as u64) <= max_message_bytes as u64
+}
+
 /// What a request did, for logs: the paths it named and the bytes it moved.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
@@ -44,13 +89,15 @@ pub(crate) struct Outcome {
     pub(crate) bytes: u64,
 }
 
-/// Runs the fs method `method` with `params` on `fs`.
+/// Runs the fs method `method` with `params` on `fs`; a `fs/readFile` reply may be at most
+/// `max_message_bytes` long.
 pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
     method: &str,
     params: Option<Value>,
+    max_message_bytes: usize,
     outcome: &mut Outcome,
-) -> Result<Value, ErrorObject> {
+) -> Result<Payload, ErrorObject> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
     // What was sent, for the audit line of a request whose params do not parse; replaced by
     // the parsed paths once they do.
@@ -59,11 +106,27 @@ pub(crate) async fn dispatch(
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
             outcome.paths = vec![p.path.to_string()];
+            let too_large = || {
+                io(error::reply_too_large(
+                    &p.path,
+                    max_message_bytes,
+                    CAPFS_READ_FILE_STREAM_METHOD,
+                ))
+            };
+            // Refused before anything is read when the size is known to be too large; checked
+            // again on what was read, for a file that grew in between.
+            if let Ok(metadata) = fs.get_metadata(&p.path).await
+                && metadata.is_file
+                && !reply_fits(metadata.size, max_message_bytes)
+            {
+                return Err(too_large());
+            }
             let data = fs.read_file(&p.path).await.map_err(io)?;
+            if !reply_fits(data.len() as u64, max_message_bytes) {
+                return Err(too_large());
+            }
             outcome.bytes = data.len() as u64;
-            reply(ReadFileResponse {
-                data_base64: STANDARD.encode(&data),
-            })
+            Ok(Payload::FileData(data))
         }
         FS_WRITE_FILE_METHOD => {
             let p: WriteFileParams = parse(params)?;
@@ -192,6 +255,28 @@ pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {
     }
 }
 
-fn reply(value: impl Serialize) -> Result<Value, ErrorObject> {
-    Ok(serde_json::to_value(value).expect("protocol results always serialize"))
+fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
+    Ok(Payload::Json(
+        serde_json::to_value(value).expect("protocol results always serialize"),
+    ))
+}
+
+/// The text of the reply to request `id`; a file's contents are encoded straight into it.
+pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> String {
+    match reply {
+        Ok(Payload::FileData(data)) => {
+            let id = serde_json::to_string(&id).expect("ids always serialize");
+            let mut text = String::with_capacity(
+                base64_len(data.len() as u64) as usize + id.len() + REPLY_ENVELOPE_BYTES,
+            );
+            text.push_str(r#"{"id":"#);
+            text.push_str(&id);
+            text.push_str(r#","result":{"dataBase64":""#);
+            STANDARD.encode_string(&data, &mut text);
+            text.push_str(r#""}}"#);
+            text
+        }
+        Ok(Payload::Json(value)) => session::reply_message(id, Ok(value)).to_text(),
+        Err(error) => session::reply_message(id, Err(error)).to_text(),
+    }
 }

@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
-use crate::LocalFileSystem;
+use crate::ExecutorFileSystem;
 use crate::transport::stdio::EndAsStop;
 
 /// The answer to `GET /readyz`.
@@ -34,23 +34,27 @@ const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
 /// The longest pause between two accepts while descriptors or memory are exhausted.
 const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(500);
+/// Descriptors the server needs besides its connections: the runtime, the listener, the roots,
+/// the audit log, and the files that requests have open.
+const DESCRIPTOR_HEADROOM: u64 = 64;
 
 /// A bound, not yet running server.
 pub struct Server {
     listener: TcpListener,
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     url: String,
 }
 
 impl Server {
-    /// Checks the configuration and binds the listening socket.
+    /// Checks the configuration and binds the listening socket; the server will serve `fs` (any
+    /// [`ExecutorFileSystem`]: a local one, a remote one, a test double).
     ///
     /// # Errors
     ///
     /// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]);
     /// `PermissionDenied` for a non-loopback address without a token; the bind error otherwise.
-    pub async fn bind(fs: LocalFileSystem, config: ServerConfig) -> io::Result<Self> {
+    pub async fn bind(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> io::Result<Self> {
         config.validate()?;
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(io::Error::new(
@@ -62,6 +66,7 @@ impl Server {
                 ),
             ));
         }
+        warn_about_descriptor_limit(&config);
         let listener = TcpListener::bind(config.listen).await?;
         let url = format!("ws://{}", listener.local_addr()?);
         Ok(Self {
@@ -87,11 +92,7 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
         let shutdown_timeout = self.config.shutdown_timeout;
-        let shared = Arc::new(Shared {
-            fs: self.fs,
-            connections: Arc::new(Semaphore::new(self.config.max_connections)),
-            config: self.config,
-        });
+        let shared = Arc::new(Shared::new(self.fs, self.config));
         // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
         let stop = CancellationToken::new();
         let cut = CancellationToken::new();
@@ -158,6 +159,22 @@ impl Server {
     }
 }
 
+/// Warns when `RLIMIT_NOFILE` cannot hold every connection and handshake the bounds allow:
+/// the server still works, but accepts pause whenever the descriptors run out.
+fn warn_about_descriptor_limit(config: &ServerConfig) {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let Some(current) = limit.current else {
+        return;
+    };
+    let wanted = (config.max_connections + config.max_handshakes) as u64 + DESCRIPTOR_HEADROOM;
+    if current < wanted {
+        tracing::warn!(
+            "RLIMIT_NOFILE is {current}, below --max-connections + --max-handshakes + \
+             {DESCRIPTOR_HEADROOM} ({wanted}): accepts will pause while descriptors run out"
+        );
+    }
+}
+
 fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
     let noun = if open == 1 {
         "connection"
@@ -166,10 +183,7 @@ fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
     };
     io::Error::new(
         io::ErrorKind::TimedOut,
-        format!(
-            "shutdown timeout of {} passed: cut {open} {noun} still open",
-            humantime::format_duration(timeout)
-        ),
+        format!("shutdown timeout of {timeout:?} passed: cut {open} {noun} still open"),
     )
 }
 
@@ -206,16 +220,16 @@ impl AcceptFailures {
             self.unlogged += 1;
         } else {
             let unlogged = std::mem::take(&mut self.unlogged);
-            let every = humantime::format_duration(ACCEPT_LOG_INTERVAL);
+            let every = ACCEPT_LOG_INTERVAL;
             if exhausted {
                 tracing::warn!(
                     unlogged,
-                    "accept failed: {error}; pausing accepts (logged at most once every {every})"
+                    "accept failed: {error}; pausing accepts (logged at most once every {every:?})"
                 );
             } else {
                 tracing::warn!(
                     unlogged,
-                    "accept failed: {error} (logged at most once every {every})"
+                    "accept failed: {error} (logged at most once every {every:?})"
                 );
             }
             self.logged_at = Some(now);
@@ -413,7 +427,7 @@ async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
 ///
 /// As [`serve_byte_stream`].
 pub async fn serve_stdio(
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
@@ -430,7 +444,7 @@ pub async fn serve_stdio(
 /// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]); `TimedOut` when
 /// the connection had to be cut at the shutdown deadline.
 pub async fn serve_byte_stream<S>(
-    fs: LocalFileSystem,
+    fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     io: S,
     peer: &str,
@@ -452,11 +466,7 @@ where
     )
     .await;
     let shutdown_timeout = config.shutdown_timeout;
-    let shared = Arc::new(Shared {
-        fs,
-        connections: Arc::new(Semaphore::new(1)),
-        config,
-    });
+    let shared = Arc::new(Shared::new(fs, config));
     let run = Connection::new(shared, 1, peer.into()).run(ws, stop.clone());
     tokio::pin!(run);
     tokio::pin!(shutdown);

@@ -48,6 +48,7 @@ enum Handshake {
 pub struct Session {
     state: Handshake,
     max_message_bytes: usize,
+    read_limit: Option<u64>,
     roots: Vec<RootDescription>,
 }
 
@@ -86,6 +87,7 @@ impl FsCall {
     pub(crate) async fn run(
         self,
         fs: &dyn ExecutorFileSystem,
+        max_message_bytes: usize,
         outcome: &mut handler::Outcome,
     ) -> Message {
         let reply = if is_stream_method(&self.method) {
@@ -97,7 +99,9 @@ impl FsCall {
                 ),
             ))
         } else {
-            handler::dispatch(fs, &self.method, self.params, outcome).await
+            handler::dispatch(fs, &self.method, self.params, max_message_bytes, outcome)
+                .await
+                .map(handler::Payload::into_value)
         };
         reply_message(self.id, reply)
     }
@@ -110,6 +114,7 @@ impl Session {
         Self {
             state: Handshake::AwaitingInitialize,
             max_message_bytes,
+            read_limit: None,
             roots: Vec::new(),
         }
     }
@@ -120,6 +125,12 @@ impl Session {
         self
     }
 
+    /// Also announces `read_limit` (the served file system's) in the `initialize` result.
+    pub(crate) fn announcing(mut self, read_limit: Option<u64>) -> Self {
+        self.read_limit = read_limit;
+        self
+    }
+
     /// Handles one incoming message as the server does and returns the reply, if any: fs calls
     /// run on `fs` before this returns. Never panics, whatever `bytes` hold; input that is not
     /// a message gets an error reply and leaves the state as it was.
@@ -127,7 +138,10 @@ impl Session {
         match self.receive(bytes) {
             Step::Reply(message) => Some(message),
             Step::Answer { request, reply } => Some(reply_message(request.id, reply)),
-            Step::Run(call) => Some(call.run(fs, &mut handler::Outcome::default()).await),
+            Step::Run(call) => {
+                let mut outcome = handler::Outcome::default();
+                Some(call.run(fs, self.max_message_bytes, &mut outcome).await)
+            }
             Step::Ignore => None,
         }
     }
@@ -198,6 +212,7 @@ impl Session {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 max_message_bytes: self.max_message_bytes as u64,
                 data_frames: true,
+                read_limit: self.read_limit,
                 walk: true,
                 roots: self.roots.clone(),
             }),

@@ -1,119 +1,165 @@
-//! The data-frame extension: `capfs/readFileStream` and `capfs/writeFileStream`.
+//! The data-frame extension: `capfs/readFileStream` and `capfs/writeFileStream`, served over
+//! the trait's [`read_file_to`](ExecutorFileSystem::read_file_to) and
+//! [`write_file_from`](ExecutorFileSystem::write_file_from).
 //!
 //! A streamed read sends the file as data frames (binary WebSocket frames: a zero tag byte, the
 //! stream id, then up to [`DATA_CHUNK_BYTES`] of contents) and then the JSON response with the
 //! byte count. A streamed write receives the data frames after its request and replaces the file
-//! once all `size` bytes have arrived. Memory stays bounded: a read has at most the writer
-//! channel's capacity in chunks queued, a write at most [`UPLOAD_QUEUE_CHUNKS`].
+//! once all `size` bytes (or, without `size`, everything up to the frame tagged
+//! [`DATA_FRAME_LAST_TAG`](crate::protocol::DATA_FRAME_LAST_TAG)) have arrived; an empty
+//! zero-tagged frame aborts it.
+//!
+//! The backend sees an `AsyncWrite` (the frames it writes are queued for the connection's
+//! writer) or an `AsyncRead` (the chunks the read loop routes here). Both hold a work permit
+//! only while the backend works, and give it back whenever they wait for the peer; both fail
+//! with `TimedOut` when the peer makes no progress for the idle timeout. Memory stays bounded:
+//! a read has at most the writer queue's capacity in frames queued, a write at most
+//! [`UPLOAD_QUEUE_CHUNKS`] chunks.
 
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::mpsc::error::SendError;
+use tokio::sync::mpsc::{self, OwnedPermit};
+use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::RequestLog;
-use super::connection::{reply_message, send};
-use super::handler::{invalid_input, parse};
-use crate::LocalFileSystem;
-use crate::error::too_large;
+use super::connection::{Permits, send_reply};
+use super::handler::{Payload, invalid_input, parse};
+use super::work::{StreamWork, Work};
+use crate::error::{stream_aborted, stream_idle, too_large};
 use crate::protocol::{
     DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
     RequestId, StreamResponse, WriteStreamParams, data_frame_header,
 };
+use crate::{ExecutorFileSystem, WriteOptions};
 
-/// Chunks a streamed write may have queued between the socket and the disk.
+/// Chunks a streamed write may have queued between the socket and the backend.
 pub(crate) const UPLOAD_QUEUE_CHUNKS: usize = 8;
+
+/// What the read loop hands a streamed write.
+#[derive(Debug)]
+enum Chunk {
+    Data(Bytes),
+    /// The contents are complete.
+    End,
+}
 
 /// A streamed write still expecting data.
 pub(crate) struct Upload {
-    chunks: mpsc::Sender<Bytes>,
-    remaining: u64,
+    chunks: mpsc::Sender<Chunk>,
+    /// Bytes still to come, for a write that announced its size.
+    remaining: Option<u64>,
+    aborted: Arc<AtomicBool>,
 }
 
-fn stream_reply(result: io::Result<u64>) -> Result<Value, ErrorObject> {
+/// What a streamed transfer needs from its connection.
+#[derive(Clone)]
+pub(crate) struct StreamContext {
+    pub(crate) fs: Arc<dyn ExecutorFileSystem>,
+    pub(crate) work: Work,
+    pub(crate) idle: Duration,
+    pub(crate) out: mpsc::Sender<WsMessage>,
+}
+
+fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
     result
-        .map(|size| serde_json::to_value(StreamResponse { size }).expect("serializable"))
+        .map(|size| {
+            Payload::Json(serde_json::to_value(StreamResponse { size }).expect("serializable"))
+        })
         .map_err(|e| ErrorObject::from_io(&e))
 }
 
-/// Starts a streamed read: opens the file, sends its contents as data frames, then the reply.
+fn client_gone() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
+}
+
+fn stream_cut() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the connection closed before the data stream ended",
+    )
+}
+
+/// Starts a streamed read: the backend writes the file into data frames, then the reply goes.
 pub(crate) fn start_read(
-    fs: LocalFileSystem,
+    ctx: StreamContext,
     id: RequestId,
     raw_params: Option<Value>,
-    out: mpsc::Sender<WsMessage>,
-    permit: OwnedSemaphorePermit,
+    in_flight: Permits,
     log: RequestLog,
 ) {
     tokio::spawn(async move {
         let reply = match parse::<ReadStreamParams>(raw_params) {
             Err(error) => Err(error),
             Ok(p) => {
-                let limit = fs.read_limit();
-                let sent = match fs.open_read(&p.path).await {
+                let held = ctx.work.clone().acquire().await;
+                let sent = match p.max_bytes {
+                    Some(max) => too_large_before(&*ctx.fs, &p.path, max).await,
+                    None => Ok(()),
+                };
+                let sent = match sent {
                     Err(e) => Err(e),
-                    Ok((file, _)) => {
-                        let out = out.clone();
-                        tokio::task::spawn_blocking(move || {
-                            send_frames(file, limit, p.stream_id, &out)
-                        })
-                        .await
-                        .unwrap_or_else(|e| Err(io::Error::other(e)))
+                    Ok(()) => {
+                        let work = StreamWork::new(ctx.work.clone(), held);
+                        let mut writer =
+                            FrameWriter::new(ctx.out.clone(), p.stream_id, ctx.idle, work);
+                        writer.max_bytes = p.max_bytes;
+                        let sent = ctx.fs.read_file_to(&p.path, &mut writer, &mut |_| {}).await;
+                        // A file that held more than the bound: the bound's error, whatever
+                        // the backend made of the writer's refusal.
+                        match (writer.over_limit, p.max_bytes) {
+                            (true, Some(max)) => Err(too_large(max)),
+                            _ => sent,
+                        }
                     }
                 };
                 stream_reply(sent)
             }
         };
-        log.finish(&reply, 0);
-        send(&out, reply_message(id, reply)).await;
-        drop(permit);
+        log.finish(&Payload::for_log(&reply), 0);
+        send_reply(&ctx.out, id, reply).await;
+        drop(in_flight);
     });
 }
 
-/// Sends `file` up to its end as data frames, like `read_file` reads it: a file that turns out
-/// to hold more than `limit` bytes (one that grows, or a procfs file reporting size 0) fails with
-/// the same error, after at most `limit + 1` bytes were read.
-fn send_frames(
-    mut file: std::fs::File,
-    limit: u64,
-    stream_id: u64,
-    out: &mpsc::Sender<WsMessage>,
-) -> io::Result<u64> {
-    let header = data_frame_header(stream_id);
-    let mut sent = 0u64;
-    loop {
-        let want = (limit.saturating_add(1) - sent).min(DATA_CHUNK_BYTES as u64) as usize;
-        let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
-        frame.extend_from_slice(&header);
-        // Reads into the spare capacity until `want` bytes or the end: no zero-filling first.
-        let n = (&mut file).take(want as u64).read_to_end(&mut frame)?;
-        if n == 0 {
-            break;
-        }
-        if sent + n as u64 > limit {
-            return Err(too_large(limit));
-        }
-        out.blocking_send(WsMessage::Binary(frame.into()))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
-        sent += n as u64;
+/// Refuses a file whose size already says it holds more than `max` bytes, before any frame.
+async fn too_large_before(
+    fs: &dyn ExecutorFileSystem,
+    path: &crate::AbsolutePathBuf,
+    max: u64,
+) -> io::Result<()> {
+    match fs.get_metadata(path).await {
+        Ok(metadata) if metadata.is_file && metadata.size > max => Err(too_large(max)),
+        // Any other failure is left to the read itself, which reports it the usual way.
+        _ => Ok(()),
     }
-    Ok(sent)
 }
 
-/// Starts a streamed write: registers the stream so data frames reach it, then writes them.
+/// Starts a streamed write: registers the stream so data frames reach it, then runs the
+/// backend's write on a task of its own.
 pub(crate) fn start_write(
-    fs: LocalFileSystem,
+    ctx: StreamContext,
     uploads: &mut HashMap<u64, Upload>,
     id: RequestId,
     raw_params: Option<Value>,
-    out: mpsc::Sender<WsMessage>,
-    permit: OwnedSemaphorePermit,
+    in_flight: Permits,
     log: RequestLog,
 ) -> Result<(), ErrorObject> {
     let p: WriteStreamParams = parse(raw_params)?;
+    // Forget writes that ended without taking all their frames (refused, failed, timed out):
+    // what stays is at most one entry per write still running, each holding an in-flight slot.
+    uploads.retain(|_, upload| !upload.chunks.is_closed());
     if uploads.contains_key(&p.stream_id) {
         return Err(invalid_input(
             INVALID_PARAMS,
@@ -121,40 +167,249 @@ pub(crate) fn start_write(
         ));
     }
     let (tx, rx) = mpsc::channel(UPLOAD_QUEUE_CHUNKS);
-    if p.size > 0 {
-        uploads.insert(
-            p.stream_id,
-            Upload {
-                chunks: tx,
-                remaining: p.size,
-            },
-        );
-    }
-    tokio::spawn(async move {
-        let options = crate::WriteOptions {
-            mode: p.mode,
-            modified_at_ms: p.modified_at_ms,
+    let aborted = Arc::new(AtomicBool::new(false));
+    if p.size == Some(0) {
+        // Nothing follows: the contents are complete already.
+        let _ = tx.try_send(Chunk::End);
+    } else {
+        let upload = Upload {
+            chunks: tx,
+            remaining: p.size,
+            aborted: Arc::clone(&aborted),
         };
-        let written = fs.write_file_stream(&p.path, p.size, options, rx).await;
-        let reply = stream_reply(written.map(|()| p.size));
-        log.finish(&reply, 0);
-        send(&out, reply_message(id, reply)).await;
-        drop(permit);
+        uploads.insert(p.stream_id, upload);
+    }
+    let options = WriteOptions {
+        mode: p.mode,
+        modified_at_ms: p.modified_at_ms,
+    };
+    tokio::spawn(async move {
+        let held = ctx.work.clone().acquire().await;
+        let mut reader = ChunkReader {
+            chunks: rx,
+            current: Bytes::new(),
+            ended: false,
+            aborted,
+            idle: ctx.idle,
+            deadline: Box::pin(tokio::time::sleep(ctx.idle)),
+            waiting: false,
+            work: StreamWork::new(ctx.work.clone(), held),
+        };
+        let written = ctx
+            .fs
+            .write_file_from(&p.path, &mut reader, p.size, options, &mut |_| {})
+            .await;
+        drop(reader);
+        let reply = stream_reply(written);
+        log.finish(&Payload::for_log(&reply), 0);
+        send_reply(&ctx.out, id, reply).await;
+        drop(in_flight);
     });
     Ok(())
 }
 
-/// Hands a data frame's payload to its streamed write. Frames of unknown streams (finished, or
-/// refused before their data arrived) are dropped.
-pub(crate) async fn route_data(uploads: &mut HashMap<u64, Upload>, stream_id: u64, payload: Bytes) {
+/// Hands a data frame's payload to its streamed write; `last` marks the frame that ends an
+/// unsized write. An empty frame that is not `last` aborts the write at once. Frames of
+/// unknown streams (finished, or refused before their data arrived) are dropped.
+///
+/// Waits while the write's queue is full (the backend is slower than the peer), at most the
+/// idle timeout: a write whose backend takes no chunk for that long is cut off.
+pub(crate) async fn route_data(
+    uploads: &mut HashMap<u64, Upload>,
+    stream_id: u64,
+    last: bool,
+    payload: Bytes,
+    idle: Duration,
+) {
     let Some(upload) = uploads.get_mut(&stream_id) else {
         return;
     };
-    let len = payload.len() as u64;
-    let last = len >= upload.remaining;
-    upload.remaining = upload.remaining.saturating_sub(len);
-    let delivered = upload.chunks.send(payload).await.is_ok();
-    if last || !delivered {
+    if payload.is_empty() && !last {
+        upload.aborted.store(true, Ordering::Release);
+        // Dropping the sender wakes the write, which then sees the flag.
         uploads.remove(&stream_id);
+        return;
+    }
+    let len = payload.len() as u64;
+    let mut done = last;
+    if let Some(remaining) = upload.remaining.as_mut() {
+        done |= len >= *remaining;
+        *remaining = remaining.saturating_sub(len);
+    }
+    let mut delivered = true;
+    if !payload.is_empty() {
+        delivered = deliver(&upload.chunks, Chunk::Data(payload), idle).await;
+    }
+    if done && delivered {
+        delivered = deliver(&upload.chunks, Chunk::End, idle).await;
+    }
+    if done || !delivered {
+        uploads.remove(&stream_id);
+    }
+}
+
+async fn deliver(chunks: &mpsc::Sender<Chunk>, chunk: Chunk, idle: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(idle, chunks.send(chunk)).await,
+        Ok(Ok(()))
+    )
+}
+
+/// The `AsyncRead` a streamed write's backend reads: the chunks routed by the read loop.
+struct ChunkReader {
+    chunks: mpsc::Receiver<Chunk>,
+    current: Bytes,
+    ended: bool,
+    aborted: Arc<AtomicBool>,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    /// Waiting for the peer since the deadline was last set.
+    waiting: bool,
+    work: StreamWork,
+}
+
+impl AsyncRead for ChunkReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.aborted.load(Ordering::Acquire) {
+                return Poll::Ready(Err(stream_aborted()));
+            }
+            if !this.current.is_empty() || this.ended {
+                // The backend gets data only while it may work on it.
+                ready!(this.work.poll_hold(cx));
+                let n = this.current.len().min(buf.remaining());
+                buf.put_slice(&this.current.split_to(n));
+                return Poll::Ready(Ok(()));
+            }
+            this.work.release();
+            if !this.waiting {
+                this.waiting = true;
+                this.deadline.as_mut().reset(Instant::now() + this.idle);
+            }
+            match this.chunks.poll_recv(cx) {
+                Poll::Ready(Some(Chunk::Data(bytes))) => {
+                    this.current = bytes;
+                    this.waiting = false;
+                }
+                Poll::Ready(Some(Chunk::End)) => this.ended = true,
+                Poll::Ready(None) if this.aborted.load(Ordering::Acquire) => {
+                    return Poll::Ready(Err(stream_aborted()));
+                }
+                Poll::Ready(None) => return Poll::Ready(Err(stream_cut())),
+                Poll::Pending => {
+                    ready!(this.deadline.as_mut().poll(cx));
+                    return Poll::Ready(Err(stream_idle(this.idle)));
+                }
+            }
+        }
+    }
+}
+
+type Reserving =
+    Pin<Box<dyn Future<Output = Result<OwnedPermit<WsMessage>, SendError<()>>> + Send + 'static>>;
+
+/// The `AsyncWrite` a streamed read's backend writes: every write becomes a data frame queued
+/// for the connection's writer.
+struct FrameWriter {
+    out: mpsc::Sender<WsMessage>,
+    header: [u8; DATA_FRAME_HEADER_LEN],
+    reserving: Option<Reserving>,
+    /// Bytes of the caller's buffer already queued, awaiting a work permit to report them.
+    queued: Option<usize>,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    waiting: bool,
+    work: StreamWork,
+    /// Bytes this stream may carry at most; more fails the write and sets `over_limit`.
+    max_bytes: Option<u64>,
+    sent: u64,
+    over_limit: bool,
+}
+
+impl FrameWriter {
+    fn new(out: mpsc::Sender<WsMessage>, stream_id: u64, idle: Duration, work: StreamWork) -> Self {
+        Self {
+            out,
+            header: data_frame_header(stream_id),
+            reserving: None,
+            queued: None,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            waiting: false,
+            work,
+            max_bytes: None,
+            sent: 0,
+            over_limit: false,
+        }
+    }
+}
+
+impl AsyncWrite for FrameWriter {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(n) = this.queued {
+            ready!(this.work.poll_hold(cx));
+            this.queued = None;
+            return Poll::Ready(Ok(n));
+        }
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        if let Some(max) = this.max_bytes
+            && this.sent >= max
+        {
+            this.over_limit = true;
+            return Poll::Ready(Err(too_large(max)));
+        }
+        this.work.release();
+        if !this.waiting {
+            this.waiting = true;
+            this.deadline.as_mut().reset(Instant::now() + this.idle);
+        }
+        let out = &this.out;
+        let reserving = this
+            .reserving
+            .get_or_insert_with(|| Box::pin(out.clone().reserve_owned()));
+        let slot = match reserving.as_mut().poll(cx) {
+            Poll::Ready(Ok(slot)) => slot,
+            Poll::Ready(Err(_)) => return Poll::Ready(Err(client_gone())),
+            Poll::Pending => {
+                ready!(this.deadline.as_mut().poll(cx));
+                return Poll::Ready(Err(stream_idle(this.idle)));
+            }
+        };
+        this.reserving = None;
+        this.waiting = false;
+        let mut n = buf.len().min(DATA_CHUNK_BYTES);
+        if let Some(max) = this.max_bytes {
+            n = (n as u64).min(max - this.sent) as usize;
+        }
+        this.sent += n as u64;
+        let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + n);
+        frame.extend_from_slice(&this.header);
+        frame.extend_from_slice(&buf[..n]);
+        slot.send(WsMessage::Binary(frame.into()));
+        this.queued = Some(n);
+        ready!(this.work.poll_hold(cx));
+        this.queued = None;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Frames are queued for the connection's writer, which flushes them.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }

@@ -9,7 +9,7 @@ use std::io::ErrorKind::{
 };
 use std::path::PathBuf;
 
-use crate::common::{TestEnv, assert_same_tree, env, is_loop, snapshot};
+use crate::common::{Backend, TestEnv, assert_same_tree, env, is_loop, snapshot};
 use capfs::{CopyOptions, CreateDirectoryOptions, RemoveOptions, RenameOptions};
 use test_case::test_case;
 
@@ -220,8 +220,8 @@ fn roots_snapshot(env: &TestEnv) -> Vec<std::collections::BTreeMap<PathBuf, crat
         .collect()
 }
 
-/// Expands the table into a module of tests for one backend; `hostile_table!(remote, true)` is
-/// all it takes to run every case against the remote backend as well.
+/// Expands the table into a module of tests for one backend; `hostile_table!(relay,
+/// Backend::Relay)` is all it takes to run every case through a relay as well.
 macro_rules! hostile_table {
     ($backend:ident, $remote:expr) => {
         mod $backend {
@@ -394,11 +394,12 @@ macro_rules! hostile_table {
     };
 }
 
-hostile_table!(local, false);
-hostile_table!(remote, true);
+hostile_table!(local, Backend::Local);
+hostile_table!(remote, Backend::Remote);
+hostile_table!(relay, Backend::Relay);
 
-async fn hostile_case(remote: bool, plant_kind: Plant, op: Op<'_>, expect: Expect, then: Then) {
-    let env = env(remote).await;
+async fn hostile_case(backend: Backend, plant_kind: Plant, op: Op<'_>, expect: Expect, then: Then) {
+    let env = env(backend).await;
     let _socket = plant(&env, plant_kind);
     let outside_before = env.outside_snapshot();
     let roots_before = roots_snapshot(&env);
@@ -474,9 +475,10 @@ fn generated_op() -> impl proptest::strategy::Strategy<Value = (u8, String, Stri
 
 /// Random sequences of operations on random paths through a tree full of escaping links never
 /// change anything outside the read-write roots: not the canary tree, not the read-only roots.
-#[test_case(false ; "local")]
-#[test_case(true ; "remote")]
-fn generated_operations_stay_confined(remote: bool) {
+#[test_case(Backend::Local ; "local")]
+#[test_case(Backend::Remote ; "remote")]
+#[test_case(Backend::Relay ; "relay")]
+fn generated_operations_stay_confined(backend: Backend) {
     use proptest::test_runner::{Config, TestRunner};
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -492,7 +494,7 @@ fn generated_operations_stay_confined(remote: bool) {
     runner
         .run(&strategy, |ops| {
             runtime.block_on(async {
-                let env = env(remote).await;
+                let env = env(backend).await;
                 plant(&env, Plant::Plain);
                 env.symlink("d", &env.outside);
                 env.symlink("l", env.outside.join("secret"));
@@ -527,11 +529,12 @@ fn generated_operations_stay_confined(remote: bool) {
 /// A tree copied into an existing destination that holds planted links (a directory link out of
 /// the root where the source has a directory, a file link where it has a file) never writes
 /// through them.
-#[test_case(false ; "local")]
-#[test_case(true ; "remote")]
+#[test_case(Backend::Local ; "local")]
+#[test_case(Backend::Remote ; "remote")]
+#[test_case(Backend::Relay ; "relay")]
 #[tokio::test]
-async fn tree_copy_into_planted_destination_never_writes_through_links(remote: bool) {
-    let env = env(remote).await;
+async fn tree_copy_into_planted_destination_never_writes_through_links(backend: Backend) {
+    let env = env(backend).await;
     env.mkfile("src/a", b"inside a");
     env.mkfile("src/inner/b", b"inside b");
     env.mkdir("dst");

@@ -6,7 +6,7 @@
 //! `cargo test --release --test it -- --ignored --nocapture load::`
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,11 +24,18 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::serve::{ServerProcess, Socket, WAIT, workspace};
 
-/// Bound on the server's threads while the hostile load runs: the runtime's workers plus the
-/// bounded blocking pool, with room to spare, far below the 512 that one client could pin.
-const MAX_SERVER_THREADS: u64 = 128;
-/// Bound on the server's resident memory while the hostile load runs.
-const MAX_SERVER_RSS_KIB: u64 = 512 * 1024;
+/// The server's bound on requests doing file work at once (`--max-blocking`, its default).
+const MAX_BLOCKING: u64 = 128;
+/// Bound on the server's threads while the hostile load runs: twice the file-work bound (a
+/// finished blocking task's thread may not be idle yet when the next one starts, so the pool
+/// runs somewhat past the permit count), plus the runtime's workers and a few more. Without
+/// the bound, the 576 hostile streams below would each pin a thread, up to the pool's 512.
+const MAX_SERVER_THREADS: u64 = 2 * MAX_BLOCKING + 16;
+/// Bound on the server's resident memory while the hostile load runs: what the stalled
+/// readers may hold by design (per connection, a 1 MiB read batch for each of its running
+/// streams and 32 queued frames of 256 KiB) plus 256 MiB for everything else.
+const MAX_SERVER_RSS_KIB: u64 =
+    HOSTILE_CONNECTIONS as u64 * (HOSTILE_STREAMS as u64 * 1024 + 32 * 256) + 256 * 1024;
 /// Rounds of the well-behaved client's workload (six calls each).
 const ROUNDS: usize = 100;
 /// A well-behaved call that takes longer than this counts as hung.
@@ -98,8 +105,9 @@ async fn next_reply(stream: &mut SplitStream<Socket>) -> Option<Value> {
 
 /// Shape: a peer that sends half an HTTP upgrade request and then nothing, dialling again
 /// whenever the server cuts it at its handshake deadline.
-async fn half_open_peer(url: String, stop: Arc<AtomicBool>) {
+async fn half_open_peer(url: String, ready: Arc<AtomicUsize>, stop: Arc<AtomicBool>) {
     let address = url.strip_prefix("ws://").unwrap().to_string();
+    let mut first = true;
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut peer) = TcpStream::connect(&address).await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -108,6 +116,9 @@ async fn half_open_peer(url: String, stop: Arc<AtomicBool>) {
         let _ = peer
             .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")
             .await;
+        if std::mem::take(&mut first) {
+            ready.fetch_add(1, Ordering::Relaxed);
+        }
         let mut byte = [0u8; 1];
         while !stop.load(Ordering::Relaxed) {
             let read = tokio::time::timeout(Duration::from_millis(100), peer.read(&mut byte));
@@ -120,7 +131,13 @@ async fn half_open_peer(url: String, stop: Arc<AtomicBool>) {
 
 /// Shape: `HOSTILE_STREAMS` streamed writes of 10 bytes that never get their data; each one
 /// the server ends (idle timeout, refusal) is replaced by a new one.
-async fn silent_writer(url: String, dir: std::path::PathBuf, n: usize, stop: Arc<AtomicBool>) {
+async fn silent_writer(
+    url: String,
+    dir: std::path::PathBuf,
+    n: usize,
+    ready: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+) {
     let (mut sink, mut stream) = raw_ready(&url).await;
     let mut next = 1u64;
     let write = |id: u64| {
@@ -135,6 +152,7 @@ async fn silent_writer(url: String, dir: std::path::PathBuf, n: usize, stop: Arc
         let _ = sink.send(write(next)).await;
         next += 1;
     }
+    ready.fetch_add(1, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         match tokio::time::timeout(Duration::from_millis(100), next_reply(&mut stream)).await {
             Ok(Some(_)) => {
@@ -149,7 +167,12 @@ async fn silent_writer(url: String, dir: std::path::PathBuf, n: usize, stop: Arc
 
 /// Shape: `HOSTILE_STREAMS` streamed reads of a 4 MiB file on a connection whose socket is
 /// never read again.
-async fn stalled_reader(url: String, file: std::path::PathBuf, stop: Arc<AtomicBool>) {
+async fn stalled_reader(
+    url: String,
+    file: std::path::PathBuf,
+    ready: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+) {
     let (mut sink, stream) = raw_ready(&url).await;
     for id in 1..=HOSTILE_STREAMS as u64 {
         let read = request(
@@ -161,6 +184,7 @@ async fn stalled_reader(url: String, file: std::path::PathBuf, stop: Arc<AtomicB
             return;
         }
     }
+    ready.fetch_add(1, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -265,12 +289,12 @@ async fn timed<T>(
 
 /// The well-behaved client: connects (again every 20 rounds), then writes, reads, stats, lists,
 /// copies and removes small files.
-async fn well_behaved(url: &str, dir: &std::path::Path) -> Latencies {
+async fn well_behaved(url: &str, dir: &std::path::Path, rounds: usize) -> Latencies {
     let mut latencies = Vec::new();
     std::fs::create_dir_all(dir).unwrap();
     let base = abs(dir);
     let mut fs: Option<RemoteFileSystem> = None;
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         if round % 20 == 0 {
             let connect = RemoteFileSystem::connect(url, RemoteOptions::default());
             fs = Some(timed("connect", &mut latencies, connect).await);
@@ -308,7 +332,9 @@ async fn hostile_shapes_at_once_never_starve_a_well_behaved_client() {
     let pid = server.pid();
     let url = server.url.clone();
 
-    let quiet = well_behaved(&url, &ws.join("good")).await;
+    // A warm-up first, so that the quiet run does not pay for first-time set-up alone.
+    well_behaved(&url, &ws.join("warm-up"), ROUNDS / 10).await;
+    let quiet = well_behaved(&url, &ws.join("good"), ROUNDS).await;
     let (quiet_threads, quiet_rss) = threads_and_rss(pid).expect("the server's /proc status");
 
     let hostile_dir = ws.join("hostile");
@@ -316,18 +342,39 @@ async fn hostile_shapes_at_once_never_starve_a_well_behaved_client() {
     let big = hostile_dir.join("big");
     std::fs::write(&big, vec![0x5au8; HOSTILE_READ_BYTES as usize]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicUsize::new(0));
     let mut hostile = JoinSet::new();
     for _ in 0..HALF_OPEN_PEERS {
-        hostile.spawn(half_open_peer(url.clone(), Arc::clone(&stop)));
+        hostile.spawn(half_open_peer(
+            url.clone(),
+            Arc::clone(&ready),
+            Arc::clone(&stop),
+        ));
     }
     for n in 0..HOSTILE_CONNECTIONS {
         hostile.spawn(silent_writer(
             url.clone(),
             hostile_dir.clone(),
             n,
+            Arc::clone(&ready),
             Arc::clone(&stop),
         ));
-        hostile.spawn(stalled_reader(url.clone(), big.clone(), Arc::clone(&stop)));
+        hostile.spawn(stalled_reader(
+            url.clone(),
+            big.clone(),
+            Arc::clone(&ready),
+            Arc::clone(&stop),
+        ));
+    }
+    // The well-behaved client starts once every hostile peer has sent what it holds open.
+    let hostile_peers = HALF_OPEN_PEERS + 2 * HOSTILE_CONNECTIONS;
+    let deadline = Instant::now() + WAIT;
+    while ready.load(Ordering::Relaxed) < hostile_peers {
+        assert!(
+            Instant::now() < deadline,
+            "the hostile peers did not set up"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let queued = tokio::spawn(writes_then_ordinary_request(
         url.clone(),
@@ -351,7 +398,7 @@ async fn hostile_shapes_at_once_never_starve_a_well_behaved_client() {
             peak
         })
     };
-    let loaded = well_behaved(&url, &ws.join("good-under-load")).await;
+    let loaded = well_behaved(&url, &ws.join("good-under-load"), ROUNDS).await;
     sampling.store(false, Ordering::Relaxed);
     let (peak_threads, peak_rss) = sampler.await.unwrap();
 

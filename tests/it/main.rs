@@ -14,6 +14,8 @@
 //! - `fuzz_regressions`: one test per finding of the fuzzers and property tests;
 //! - `protocol`: the wire protocol spoken by hand against the real `capfs serve`;
 //! - `streaming`: the data-frame extension, large files, bounded memory;
+//! - `stream_bounds`: what one client can hold (blocking threads, file-work permits, slots),
+//!   stream timeouts and aborts, the reply limit, unsized writes, write options, relays;
 //! - `listening`: handshake budget and deadline, descriptor exhaustion, the shutdown deadline,
 //!   start-up limits, the bearer scheme, audit of refused params, names that are not UTF-8;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
@@ -44,5 +46,6 @@ mod races;
 mod root_races;
 mod semantics;
 mod stat_paths;
+mod stream_bounds;
 mod streaming;
 mod walk;

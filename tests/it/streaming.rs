@@ -5,7 +5,7 @@ use std::io::ErrorKind;
 use std::path::Path;
 
 use crate::serve::{RawPeer, ServerProcess, workspace};
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions, WriteOptions};
 use serde_json::json;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -52,7 +52,9 @@ async fn streaming_calls_report_progress_and_refuse_a_short_source() {
     let data = pattern(1 << 20, 3);
 
     let mut seen = Vec::new();
-    fs.write_file_from(&path, data.len() as u64, &mut data.as_slice(), &mut |n| {
+    let size = Some(data.len() as u64);
+    let options = WriteOptions::default();
+    fs.write_file_from(&path, &mut data.as_slice(), size, options, &mut |n| {
         seen.push(n)
     })
     .await
@@ -72,7 +74,13 @@ async fn streaming_calls_report_progress_and_refuse_a_short_source() {
     // A source that ends early: the destination keeps its old content.
     let short = pattern(1000, 9);
     let err = fs
-        .write_file_from(&path, 5000, &mut short.as_slice(), &mut |_| {})
+        .write_file_from(
+            &path,
+            &mut short.as_slice(),
+            Some(5000),
+            options,
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::UnexpectedEof, "{err}");

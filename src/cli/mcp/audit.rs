@@ -2,7 +2,7 @@
 //! in the format and with the method names `capfs serve` writes (a server backend writes its
 //! own lines for the same calls).
 
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use capfs::protocol::{
@@ -46,7 +46,7 @@ impl<F> Audited<F> {
             }
         };
         self.log.record(&AuditRecord {
-            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            time: format!("{:.3}", jiff::Timestamp::now()),
             connection: 1,
             peer: PEER,
             method,

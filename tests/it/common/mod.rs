@@ -3,8 +3,9 @@
 //! read-write one (`ws/outer/inner_ro/`), and an `outside/` canary tree that no operation may ever
 //! change.
 //!
-//! Every test takes `remote: bool` and builds its environment with [`env`], so adding a
-//! `#[test_case(true ; "remote")]` line runs the same body against the remote backend.
+//! Every test takes `remote: bool` (or a [`Backend`]) and builds its environment with [`env`], so
+//! adding a `#[test_case(true ; "remote")]` line runs the same body against the remote backend,
+//! and `#[test_case(Backend::Relay ; "relay")]` through a relay.
 
 // Each test binary uses a different subset of the helpers.
 #![allow(dead_code)]
@@ -49,6 +50,68 @@ pub struct TestEnv {
     pub outside: PathBuf,
     /// The `capfs serve` behind a remote backend, stopped with the environment.
     _server: Option<serve::ServerProcess>,
+    /// The relay in front of it, for [`Backend::Relay`].
+    _relay: Option<InProcessServer>,
+}
+
+/// Which file system a test environment serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A `LocalFileSystem` in the test process.
+    Local,
+    /// A `RemoteFileSystem` connected to a `capfs serve` process.
+    Remote,
+    /// A `RemoteFileSystem` connected to an in-process capfs server whose own file system is a
+    /// `RemoteFileSystem` connected to a `capfs serve` process: every call crosses two servers.
+    Relay,
+}
+
+impl From<bool> for Backend {
+    fn from(remote: bool) -> Self {
+        if remote {
+            Backend::Remote
+        } else {
+            Backend::Local
+        }
+    }
+}
+
+/// An in-process capfs server serving another file system, stopped when dropped.
+pub struct InProcessServer {
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl InProcessServer {
+    /// Serves `fs` on `127.0.0.1:0` with `config`'s limits.
+    pub async fn start(
+        fs: Arc<dyn ExecutorFileSystem>,
+        config: capfs::server::ServerConfig,
+    ) -> Self {
+        let server = capfs::server::Server::bind(fs, config)
+            .await
+            .expect("bind the in-process server");
+        let url = server.url().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run_until(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            url,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+}
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
 }
 
 /// Connects a remote backend to a new `capfs serve` with `args`.
@@ -64,12 +127,13 @@ async fn serve_remote(
 }
 
 /// Builds a fresh environment with the default read limit.
-pub async fn env(remote: bool) -> TestEnv {
-    env_with_read_limit(remote, capfs::DEFAULT_READ_LIMIT).await
+pub async fn env(backend: impl Into<Backend>) -> TestEnv {
+    env_with_read_limit(backend, capfs::DEFAULT_READ_LIMIT).await
 }
 
 /// Builds a fresh environment whose backend refuses to read files over `read_limit` bytes.
-pub async fn env_with_read_limit(remote: bool, read_limit: u64) -> TestEnv {
+pub async fn env_with_read_limit(backend: impl Into<Backend>, read_limit: u64) -> TestEnv {
+    let backend = backend.into();
     let dir = tempfile::tempdir().expect("tempdir");
     let base = fs::canonicalize(dir.path()).expect("canonical tempdir");
     for name in ["ws", "ws2", "ro", "outside"] {
@@ -90,7 +154,8 @@ pub async fn env_with_read_limit(remote: bool, read_limit: u64) -> TestEnv {
         .and_then(|s| s.with_root(base.join("ws/outer/inner_ro"), Access::ReadOnly))
         .expect("sandbox");
     let roots: Vec<AbsolutePathBuf> = sandbox.roots().iter().map(|r| r.path().clone()).collect();
-    let (fs, server): (Arc<dyn ExecutorFileSystem>, _) = if remote {
+    let mut relay = None;
+    let (fs, server): (Arc<dyn ExecutorFileSystem>, _) = if backend != Backend::Local {
         drop(sandbox);
         let mut args: Vec<std::ffi::OsString> = Vec::new();
         for (flag, root) in [
@@ -105,7 +170,19 @@ pub async fn env_with_read_limit(remote: bool, read_limit: u64) -> TestEnv {
         args.push("--read-limit".into());
         args.push(read_limit.to_string().into());
         let (fs, server) = serve_remote(args).await;
-        (fs, Some(server))
+        if backend == Backend::Relay {
+            let front = InProcessServer::start(fs, Default::default()).await;
+            let client = RemoteFileSystem::connect(&front.url, RemoteOptions::default())
+                .await
+                .expect("connect to the relay");
+            relay = Some(front);
+            (
+                Arc::new(client) as Arc<dyn ExecutorFileSystem>,
+                Some(server),
+            )
+        } else {
+            (fs, Some(server))
+        }
     } else {
         (
             Arc::new(LocalFileSystem::with_read_limit(sandbox, read_limit)),
@@ -114,6 +191,7 @@ pub async fn env_with_read_limit(remote: bool, read_limit: u64) -> TestEnv {
     };
     TestEnv {
         _server: server,
+        _relay: relay,
         _dir: dir,
         base,
         fs,

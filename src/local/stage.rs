@@ -1,0 +1,157 @@
+//! A file being filled by a streamed write: owned (no borrow of its directory), so that each
+//! batch of data can be written by a separate call on the blocking pool while the chunks in
+//! between are awaited on an async task.
+//!
+//! Like `replace_file`, the file has no name while it is filled (O_TMPFILE) and is moved over
+//! its target by a rename; a write that fails or is dropped leaves the target as it was and
+//! nothing behind. Where O_TMPFILE is not offered, the file is created under a random name in
+//! the target's directory and removed when the write does not complete.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, FileTimes};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::WriteOptions;
+
+/// Permission bits a write may give a file: setuid, setgid and sticky never come through.
+const PERMISSION_BITS: u32 = 0o777;
+
+/// A file being written, not yet visible under its name.
+pub(crate) struct StagedFile {
+    parent: Dir,
+    target: OsString,
+    file: File,
+    /// The random name of the file where O_TMPFILE is not offered; removed on drop.
+    name: Option<OsString>,
+    /// Permission bits to give the file: the existing file's, when there was one.
+    keep_mode: Option<u32>,
+}
+
+impl std::fmt::Debug for StagedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedFile").finish_non_exhaustive()
+    }
+}
+
+impl StagedFile {
+    /// A new empty file in `parent`, to replace `target` there once complete. `keep_mode` are
+    /// the permission bits of the file it replaces, if any.
+    pub(crate) fn new(parent: Dir, target: &OsStr, keep_mode: Option<u32>) -> io::Result<Self> {
+        let flags = OFlags::CLOEXEC | OFlags::TMPFILE | OFlags::WRONLY;
+        let (file, name) = match rustix::fs::openat(&parent, ".", flags, Mode::from_raw_mode(0o666))
+        {
+            Ok(fd) => (File::from(fd), None),
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::NOENT) => {
+                let flags = OFlags::CLOEXEC | OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY;
+                let (fd, name) = with_random_name(|name| {
+                    rustix::fs::openat(&parent, name, flags, Mode::from_raw_mode(0o666))
+                })?;
+                (File::from(fd), Some(name))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Self {
+            parent,
+            target: target.to_os_string(),
+            file,
+            name,
+            keep_mode,
+        })
+    }
+
+    /// Appends `data`.
+    pub(crate) fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        self.file.write_all(data)
+    }
+
+    /// Applies `options` and moves the file over its target.
+    pub(crate) fn commit(mut self, options: WriteOptions) -> io::Result<()> {
+        let mode = options.mode.or(self.keep_mode);
+        if let Some(mode) = mode {
+            let permissions = std::fs::Permissions::from_mode(mode & PERMISSION_BITS);
+            self.file.set_permissions(permissions)?;
+        }
+        if let Some(ms) = options.modified_at_ms {
+            self.file
+                .set_times(FileTimes::new().set_modified(system_time(ms)))?;
+        }
+        let name = match self.name.take() {
+            Some(name) => name,
+            None => self.link_anonymous()?,
+        };
+        rustix::fs::renameat(&self.parent, &name, &self.parent, &self.target).map_err(|e| {
+            // Dropping `self` with the name set removes the file.
+            self.name = Some(name);
+            io::Error::from(e)
+        })
+    }
+
+    /// Gives the nameless file a random name in its directory (Linux cannot rename a nameless
+    /// file over another).
+    fn link_anonymous(&self) -> io::Result<OsString> {
+        use rustix::fd::AsFd;
+        let proc_self_fd = rustix_linux_procfs::proc_self_fd()?;
+        let fd = rustix::path::DecInt::from_fd(self.file.as_fd());
+        let (_, name) = with_random_name(|name| {
+            rustix::fs::linkat(
+                proc_self_fd,
+                fd.as_c_str(),
+                &self.parent,
+                name,
+                AtFlags::SYMLINK_FOLLOW,
+            )
+        })?;
+        Ok(name)
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            let _ = rustix::fs::unlinkat(&self.parent, &name, AtFlags::empty());
+        }
+    }
+}
+
+/// A time `ms` milliseconds from the Unix epoch (negative: before it).
+fn system_time(ms: i64) -> SystemTime {
+    let offset = Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 {
+        UNIX_EPOCH + offset
+    } else {
+        UNIX_EPOCH - offset
+    }
+}
+
+/// Runs `f` with fresh names until one is not taken.
+fn with_random_name<T>(
+    mut f: impl FnMut(&OsStr) -> rustix::io::Result<T>,
+) -> io::Result<(T, OsString)> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    for _ in 0..64 {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = OsString::from(format!(
+            ".capfs-{}-{n:x}-{nanos:08x}.tmp",
+            std::process::id()
+        ));
+        match f(&name) {
+            Ok(value) => return Ok((value, name)),
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "too many temporary files exist",
+    ))
+}
