@@ -361,7 +361,16 @@ mod tests {
     #[test]
     fn zero_and_absurd_limits_are_refused_by_name() {
         type Change = fn(&mut ServerConfig);
-        let cases: [(Change, &str); 12] = [
+        let cases: [(Change, &str); 15] = [
+            (|c| c.max_blocking = 0, "--max-blocking 0:"),
+            (
+                |c| c.max_blocking_per_connection = 0,
+                "--max-blocking-per-connection 0:",
+            ),
+            (
+                |c| c.stream_idle_timeout = Duration::ZERO,
+                "--stream-idle-timeout 0ns:",
+            ),
             (
                 |c| c.max_in_flight = 0,
                 "--max-in-flight 0: must be from 1 to 4096",

@@ -324,6 +324,13 @@ async fn zero_and_nonsense_limits_are_refused_at_start_up() {
         ("--handshake-timeout", "0", "--handshake-timeout 0ns:"),
         ("--handshake-timeout", "forever", "forever: not a duration"),
         ("--shutdown-timeout", "0", "--shutdown-timeout 0ns:"),
+        ("--max-blocking", "0", "--max-blocking 0:"),
+        (
+            "--max-blocking-per-connection",
+            "0",
+            "--max-blocking-per-connection 0:",
+        ),
+        ("--stream-idle-timeout", "0", "--stream-idle-timeout 0ns:"),
     ];
     for (flag, value, message) in cases {
         let run = tokio::process::Command::new(BIN)

@@ -26,11 +26,13 @@ use crate::serve::{ServerProcess, Socket, WAIT, workspace};
 
 /// The server's bound on requests doing file work at once (`--max-blocking`, its default).
 const MAX_BLOCKING: u64 = 128;
-/// Bound on the server's threads while the hostile load runs: twice the file-work bound (a
-/// finished blocking task's thread may not be idle yet when the next one starts, so the pool
-/// runs somewhat past the permit count), plus the runtime's workers and a few more. Without
-/// the bound, the 576 hostile streams below would each pin a thread, up to the pool's 512.
-const MAX_SERVER_THREADS: u64 = 2 * MAX_BLOCKING + 16;
+/// Bound on the server's threads while the hostile load runs: three times the file-work bound
+/// plus the runtime's workers and a few more. Tokio's blocking pool runs past the permit count
+/// under churn (a finished task's thread is not idle yet when the next task is spawned, so a new
+/// thread starts, and idle threads live 10 s): peaks of 1 to 2 times `MAX_BLOCKING` were seen.
+/// Without the bound, the 576 hostile streams below would each pin a thread, up to the pool's
+/// 512.
+const MAX_SERVER_THREADS: u64 = 3 * MAX_BLOCKING + 16;
 /// Bound on the server's resident memory while the hostile load runs: what the stalled
 /// readers may hold by design (per connection, a 1 MiB read batch for each of its running
 /// streams and 32 queued frames of 256 KiB) plus 256 MiB for everything else.
