@@ -20,6 +20,7 @@ use crate::protocol::{
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
+    WriteOptions,
 };
 
 /// Every fs method the server answers (with capfs's walk, which runs like them).
@@ -138,7 +139,19 @@ pub(crate) async fn dispatch(
                 )
             })?;
             outcome.bytes = data.len() as u64;
-            fs.write_file(&p.path, data).await.map_err(io)?;
+            let options = WriteOptions {
+                mode: p.mode,
+                modified_at_ms: p.modified_at_ms,
+            };
+            if options == WriteOptions::default() {
+                fs.write_file(&p.path, data).await.map_err(io)?;
+            } else {
+                // The capfs params: the same write, through the call that applies them.
+                let size = Some(data.len() as u64);
+                fs.write_file_from(&p.path, &mut data.as_slice(), size, options, &mut |_| {})
+                    .await
+                    .map_err(io)?;
+            }
             reply(serde_json::json!({}))
         }
         FS_CREATE_DIRECTORY_METHOD => {

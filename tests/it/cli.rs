@@ -1209,12 +1209,34 @@ async fn the_wire_carries_modes_times_roots_and_links_as_capfs_extensions() {
         "{init}"
     );
     peer.send(json!({"method": "initialized"})).await;
-    fs::write(env.ws.join("w"), "hi").unwrap();
-    fs::set_permissions(env.ws.join("w"), fs::Permissions::from_mode(0o750)).unwrap();
-    let meta = peer
-        .request("fs/getMetadata", json!({"path": env.ws("w")}))
-        .await;
-    assert_eq!(meta["result"]["mode"], 0o750, "{meta}");
+    // fs/writeFile with the capfs params: the mode (never setuid) and the time are applied.
+    for (mode, expected) in [(0o750, 0o750), (0o4755, 0o755)] {
+        let reply = peer
+            .request(
+                "fs/writeFile",
+                json!({"path": env.ws("w"), "dataBase64": "aGk=", "mode": mode,
+                       "modifiedAtMs": 1_000_000_000_123i64}),
+            )
+            .await;
+        assert_eq!(reply["result"], json!({}), "{reply}");
+        assert_eq!(mode_of(env.ws.join("w")), expected);
+        let modified = fs::metadata(env.ws.join("w")).unwrap().modified().unwrap();
+        assert_eq!(
+            modified,
+            std::time::UNIX_EPOCH + Duration::from_millis(1_000_000_000_123)
+        );
+        let meta = peer
+            .request("fs/getMetadata", json!({"path": env.ws("w")}))
+            .await;
+        assert_eq!(meta["result"]["mode"], expected, "{meta}");
+    }
+    // Without them, an existing file keeps its bits.
+    peer.request(
+        "fs/writeFile",
+        json!({"path": env.ws("w"), "dataBase64": "aGk="}),
+    )
+    .await;
+    assert_eq!(mode_of(env.ws.join("w")), 0o755);
     // Links: created with their text as given, read back without being followed.
     let made = peer
         .request(
