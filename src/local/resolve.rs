@@ -12,10 +12,17 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::walk::{MAX_SYMLINK_HOPS, symlink_loop};
 use crate::AbsolutePathBuf;
 use crate::error;
 use crate::sandbox::Root;
+
+/// The most symlinks followed while resolving one path (the kernel's own limit).
+pub(crate) const MAX_SYMLINK_HOPS: usize = 40;
+
+/// The error a path operation gives for a loop of symlinks.
+pub(crate) fn symlink_loop() -> io::Error {
+    io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error())
+}
 
 /// Runs `op` on `rel` (relative to `root`, `.` for the root itself); when it is refused with
 /// `PermissionDenied` (cap-std's answer to every absolute symlink and to a `..` that climbs out,

@@ -15,9 +15,6 @@ use crate::AbsolutePathBuf;
 use crate::error;
 use crate::sandbox::{FileId, Root, Sandbox};
 
-/// The most symlinks followed while resolving one path (the kernel's own limit).
-pub(crate) const MAX_SYMLINK_HOPS: usize = 40;
-
 /// How many ancestors an identity check climbs before giving up.
 const MAX_ANCESTORS: usize = 65_536;
 
@@ -170,11 +167,6 @@ pub(crate) fn temporary_name(purpose: &str) -> OsString {
 pub(crate) fn is_not_a_directory(err: &io::Error) -> bool {
     err.kind() == io::ErrorKind::NotADirectory
         || err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
-}
-
-/// The error a path operation gives for a loop of symlinks.
-pub(crate) fn symlink_loop() -> io::Error {
-    io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error())
 }
 
 #[cfg(test)]

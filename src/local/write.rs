@@ -10,8 +10,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
+use super::resolve::{MAX_SYMLINK_HOPS, symlink_loop};
 use super::stage::StagedFile;
-use super::walk::{self, MAX_SYMLINK_HOPS};
+use super::walk;
 use super::{Inner, resolve};
 use crate::error::{self, with_path};
 use crate::sandbox::{Resolved, Root};
@@ -140,7 +141,7 @@ impl WriteTarget {
                 }
             }
         }
-        Err(with_path(path, walk::symlink_loop()))
+        Err(with_path(path, symlink_loop()))
     }
 
     /// Permissions to keep when replacing: those of an existing regular file. A directory or a

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -14,8 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
-use super::connect::{RemoteOptions, timed_out};
-use super::stream::MAX_UPLOADS;
+use super::RemoteOptions;
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RequestId, RootDescription,
@@ -31,6 +31,16 @@ type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
 /// Streamed reads receiving data frames, by stream id.
 pub(super) type Downloads = Arc<Mutex<HashMap<u64, mpsc::Sender<Bytes>>>>;
 
+pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what} timed out after {after:?}"),
+    )
+}
+
+/// Streamed writes at once per connection, well below the server's in-flight bound so that the
+/// server never has to refuse one.
+const MAX_UPLOADS: usize = 16;
 /// Messages queued for the connection's writer: with data frames of 256 KiB, at most 8 MiB.
 const OUT_QUEUE_MESSAGES: usize = 32;
 

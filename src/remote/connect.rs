@@ -3,7 +3,6 @@
 
 use std::io;
 use std::process::Stdio;
-use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -11,38 +10,8 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::RemoteFileSystem;
-use super::client::{Client, CommandGroup};
-
-/// How to reach a server.
-#[derive(Clone, Debug)]
-pub struct RemoteOptions {
-    /// Sent as `Authorization: Bearer <token>` when set.
-    pub token: Option<String>,
-    /// Bound on the TCP connect plus the WebSocket handshake, and separately on `initialize`.
-    pub connect_timeout: Duration,
-    /// Sent in `initialize`.
-    pub client_name: String,
-    /// A PEM file of certificate authorities `wss://` trusts besides the platform's.
-    pub ca_file: Option<std::path::PathBuf>,
-}
-
-impl Default for RemoteOptions {
-    fn default() -> Self {
-        Self {
-            token: None,
-            connect_timeout: Duration::from_secs(10),
-            client_name: format!("capfs/{}", env!("CARGO_PKG_VERSION")),
-            ca_file: None,
-        }
-    }
-}
-
-pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("{what} timed out after {after:?}"),
-    )
-}
+use super::RemoteOptions;
+use super::client::{Client, CommandGroup, timed_out};
 
 /// No bound on incoming messages: the server is trusted to send what the client asked for.
 fn client_ws_config() -> WebSocketConfig {

@@ -11,6 +11,7 @@
 
 mod client;
 mod connect;
+mod options;
 mod stream;
 
 use std::io;
@@ -35,7 +36,7 @@ use crate::{
     WriteOptions,
 };
 use client::{Client, Empty};
-pub use connect::RemoteOptions;
+pub use options::RemoteOptions;
 use stream::STREAM_WRITE_THRESHOLD;
 
 /// An [`ExecutorFileSystem`] served by a remote `capfs serve`.

@@ -19,9 +19,6 @@ use crate::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Data frames a streamed read may have queued between the socket and its consumer.
 pub(super) const DOWNLOAD_QUEUE_CHUNKS: usize = 8;
-/// Streamed writes at once per connection, well below the server's in-flight bound so that the
-/// server never has to refuse one.
-pub(super) const MAX_UPLOADS: usize = 16;
 /// Writes at least this large use data frames when the server offers them.
 pub(super) const STREAM_WRITE_THRESHOLD: usize = 64 * 1024;
 

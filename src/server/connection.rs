@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
@@ -19,10 +19,10 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
-use super::handler::{self, Payload};
+use super::handler::{self, Payload, send, send_reply};
 use super::session::{FsCall, Session, Step};
 use super::stream::{self, StreamContext};
-use super::work::Work;
+use super::work::{Permits, Work};
 use crate::ExecutorFileSystem;
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
@@ -276,33 +276,4 @@ impl Connection {
             drop((in_flight, admitted));
         });
     }
-}
-
-/// The slots a streamed transfer holds until its reply is queued.
-pub(crate) struct Permits {
-    _in_flight: OwnedSemaphorePermit,
-    _admitted: OwnedSemaphorePermit,
-}
-
-impl Permits {
-    fn new(in_flight: OwnedSemaphorePermit, admitted: OwnedSemaphorePermit) -> Self {
-        Self {
-            _in_flight: in_flight,
-            _admitted: admitted,
-        }
-    }
-}
-
-/// Queues the reply to request `id`, serialised straight into the frame's text.
-pub(crate) async fn send_reply(
-    out: &mpsc::Sender<WsMessage>,
-    id: RequestId,
-    reply: Result<Payload, ErrorObject>,
-) {
-    send(out, WsMessage::text(handler::reply_text(id, reply))).await;
-}
-
-pub(crate) async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {
-    // A closed writer means the peer is gone; there is no one left to tell.
-    let _ = out.send(message).await;
 }

@@ -1,22 +1,25 @@
-//! Maps one wire request to one trait call and its result back to the wire. Never touches the
-//! file system itself: everything goes through [`ExecutorFileSystem`].
+//! Maps one wire request to one trait call and its result back to the wire, and queues the reply
+//! for the connection's writer. Never touches the file system itself: everything goes through
+//! [`ExecutorFileSystem`].
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::{audit, session};
+use super::audit;
 use crate::error;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD,
     CAPFS_WALK_METHOD, CopyParams, CreateDirectoryParams, CreateSymlinkParams, ErrorObject,
-    FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
-    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
-    GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PathParams,
-    ReadDirectoryResponse, ReadLinkResponse, RemoveParams, RenameParams, RequestId, WalkParams,
-    WalkResponse, WriteFileParams,
+    ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
+    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
+    FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    Message, PathParams, ReadDirectoryResponse, ReadLinkResponse, RemoveParams, RenameParams,
+    RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
@@ -289,7 +292,33 @@ pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> 
             text.push_str(r#""}}"#);
             text
         }
-        Ok(Payload::Json(value)) => session::reply_message(id, Ok(value)).to_text(),
-        Err(error) => session::reply_message(id, Err(error)).to_text(),
+        Ok(Payload::Json(value)) => reply_message(id, Ok(value)).to_text(),
+        Err(error) => reply_message(id, Err(error)).to_text(),
     }
+}
+
+/// The response or error answering request `id` with `reply`.
+pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> Message {
+    match reply {
+        Ok(result) => Message::Response(Response { id, result }),
+        Err(error) => error_message(id, error),
+    }
+}
+
+pub(crate) fn error_message(id: RequestId, error: ErrorObject) -> Message {
+    Message::Error(ErrorResponse { id, error })
+}
+
+/// Queues the reply to request `id`, serialised straight into the frame's text.
+pub(crate) async fn send_reply(
+    out: &mpsc::Sender<WsMessage>,
+    id: RequestId,
+    reply: Result<Payload, ErrorObject>,
+) {
+    send(out, WsMessage::text(reply_text(id, reply))).await;
+}
+
+pub(crate) async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {
+    // A closed writer means the peer is gone; there is no one left to tell.
+    let _ = out.send(message).await;
 }

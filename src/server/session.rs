@@ -5,14 +5,14 @@
 
 use serde_json::Value;
 
-use super::handler;
+use super::handler::{self, error_message, reply_message};
 use crate::ExecutorFileSystem;
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DUPLICATE_INITIALIZE_MESSAGE,
-    ErrorObject, ErrorResponse, INITIALIZE_METHOD, INITIALIZED_METHOD, INVALID_REQUEST,
-    InitializeResponse, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message,
-    NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId, Response,
-    RootDescription, ServerCapabilities, UNKNOWN_REQUEST_ID,
+    ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, INVALID_REQUEST, InitializeResponse,
+    MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE,
+    NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId, RootDescription, ServerCapabilities,
+    UNKNOWN_REQUEST_ID,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,16 +219,4 @@ impl Session {
         };
         serde_json::to_value(response).expect("protocol results always serialize")
     }
-}
-
-/// The response or error answering request `id` with `reply`.
-pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> Message {
-    match reply {
-        Ok(result) => Message::Response(Response { id, result }),
-        Err(error) => error_message(id, error),
-    }
-}
-
-fn error_message(id: RequestId, error: ErrorObject) -> Message {
-    Message::Error(ErrorResponse { id, error })
 }

@@ -34,9 +34,8 @@ use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::RequestLog;
-use super::connection::{Permits, send_reply};
-use super::handler::{Payload, invalid_input, parse};
-use super::work::{StreamWork, Work};
+use super::handler::{Payload, invalid_input, parse, send_reply};
+use super::work::{Permits, StreamWork, Work};
 use crate::error::{stream_aborted, stream_idle, too_large};
 use crate::protocol::{
     DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,

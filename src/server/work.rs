@@ -88,3 +88,18 @@ impl StreamWork {
         }
     }
 }
+
+/// The slots a streamed transfer holds until its reply is queued.
+pub(crate) struct Permits {
+    _in_flight: OwnedSemaphorePermit,
+    _admitted: OwnedSemaphorePermit,
+}
+
+impl Permits {
+    pub(crate) fn new(in_flight: OwnedSemaphorePermit, admitted: OwnedSemaphorePermit) -> Self {
+        Self {
+            _in_flight: in_flight,
+            _admitted: admitted,
+        }
+    }
+}
