@@ -39,7 +39,19 @@ fn main() -> ExitCode {
         _ => {}
     }
     init_logging(&cli);
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // One peer at a time (an MCP client on stdio, a stdio server's one connection, a person at a
+    // shell) gains nothing from a second worker, and pays a cross-thread wake-up on every call:
+    // those run on one thread, beside the blocking pool. A listening server keeps a worker per
+    // core for its many connections.
+    let single_peer = match &cli.command {
+        Command::Serve(args) => args.listen == "stdio",
+        _ => true,
+    };
+    let mut builder = if single_peer {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
     builder.enable_all();
     if let Command::Serve(args) = &cli.command {
         // The server's file work takes at most --max-blocking threads of the blocking pool; the
