@@ -431,8 +431,29 @@ pub async fn serve_stdio(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    // Pipes (what ssh, `kubectl exec` and `RemoteFileSystem::connect_command` give) are read and
+    // written without blocking, on the runtime itself; tokio's stdin and stdout, the fallback for
+    // anything else, hand every read and write to the blocking pool and back.
+    if let (Some(input), Some(output)) = (stdin_pipe(), stdout_pipe()) {
+        let io = tokio::io::join(input, output);
+        return serve_byte_stream(fs, config, io, "stdio", shutdown).await;
+    }
     let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
     serve_byte_stream(fs, config, io, "stdio", shutdown).await
+}
+
+/// Standard input as a non-blocking pipe, when it is one.
+fn stdin_pipe() -> Option<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd;
+    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()
+}
+
+/// Standard output as a non-blocking pipe, when it is one.
+fn stdout_pipe() -> Option<tokio::net::unix::pipe::Sender> {
+    use std::os::fd::AsFd;
+    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
+    tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()
 }
 
 /// Serves exactly one connection over `io`, as [`serve_stdio`] does over stdin and stdout;
