@@ -426,16 +426,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
 async fn requests_refused_while_their_params_are_parsed_are_audited_as_sent() {
     let (dir, ws) = workspace();
     let audit_file = dir.path().join("audit.jsonl");
-    let server = ServerProcess::start_with(
-        &[
-            "--root".as_ref(),
-            ws.as_os_str(),
-            "--audit-log".as_ref(),
-            audit_file.as_os_str(),
-        ],
-        &[],
-    )
-    .await;
+    let server = ServerProcess::start_audited(&ws, &audit_file).await;
     let mut peer = RawPeer::ready(&server.url).await;
     let long = format!("/{}", "y".repeat(5_000));
     let target = ws.join("t").display().to_string();

@@ -492,16 +492,7 @@ async fn the_cli_works_through_remote_command() {
 async fn raw_peers_are_audited_with_their_refusals() {
     let (dir, ws) = workspace();
     let audit_file = dir.path().join("audit.jsonl");
-    let server = ServerProcess::start_with(
-        &[
-            "--root".as_ref(),
-            ws.as_os_str(),
-            "--audit-log".as_ref(),
-            audit_file.as_os_str(),
-        ],
-        &[],
-    )
-    .await;
+    let server = ServerProcess::start_audited(&ws, &audit_file).await;
     let mut peer = RawPeer::connect(&server.url).await;
     let early = peer
         .request("fs/readFile", json!({"path": "/etc/shadow"}))

@@ -232,16 +232,7 @@ async fn a_remote_walk_is_one_request() {
         std::fs::write(sub.join("f.rs"), b"").unwrap();
     }
     let audit = dir.path().join("audit.jsonl");
-    let server = ServerProcess::start_with(
-        &[
-            "--root".as_ref(),
-            ws.as_os_str(),
-            "--audit-log".as_ref(),
-            audit.as_os_str(),
-        ],
-        &[],
-    )
-    .await;
+    let server = ServerProcess::start_audited(&ws, &audit).await;
     let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
         .await
         .unwrap();

@@ -39,6 +39,17 @@ impl ServerProcess {
         Self::start_with(&["--root".as_ref(), root.as_os_str()], &[]).await
     }
 
+    /// Starts `capfs serve` on `root`, writing its audit log to `audit`.
+    pub async fn start_audited(root: &Path, audit: &Path) -> Self {
+        let args = [
+            "--root".as_ref(),
+            root.as_os_str(),
+            "--audit-log".as_ref(),
+            audit.as_os_str(),
+        ];
+        Self::start_with(&args, &[]).await
+    }
+
     /// Starts `capfs serve` with extra arguments and environment variables.
     pub async fn start_with(args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> Self {
         Self::spawn(args, envs, false).await.0
