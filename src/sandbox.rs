@@ -1,6 +1,8 @@
 //! `Sandbox`: the list of roots, their access mode and the cap-std handles opened on them.
 
+use std::ffi::OsStr;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
@@ -233,10 +235,27 @@ impl Sandbox {
     /// # Ok(()) }
     /// ```
     pub fn root_for<'p>(&self, path: &'p AbsolutePathBuf) -> Option<(&Root, &'p Path)> {
+        // Both paths are normal (one `/` between components, none at the end, no `.` or `..`),
+        // so a root contains `path` exactly when its bytes are a prefix ending at a `/` or at
+        // the end; of the roots that do, the longest has the most components. Called on every
+        // request, so it compares bytes instead of iterating components.
+        let bytes = path.as_path().as_os_str().as_bytes();
         self.roots
             .iter()
-            .filter_map(|root| path.strip_prefix(&root.path).map(|rel| (root, rel)))
-            .max_by_key(|(root, _)| root.path.as_path().components().count())
+            .filter_map(|root| {
+                let prefix = root.path.as_path().as_os_str().as_bytes();
+                let rest = bytes.strip_prefix(prefix)?;
+                let rel = match rest {
+                    [] => rest,
+                    // The root `/` ends in the separator itself.
+                    _ if prefix == b"/" => rest,
+                    [b'/', rel @ ..] => rel,
+                    _ => return None,
+                };
+                Some((root, prefix.len(), Path::new(OsStr::from_bytes(rel))))
+            })
+            .max_by_key(|(_, len, _)| *len)
+            .map(|(root, _, rel)| (root, rel))
     }
 
     /// Finds the root that serves `path` (see [`Sandbox::root_for`]).
@@ -276,5 +295,66 @@ impl Sandbox {
         self.roots
             .iter()
             .any(|r| !std::ptr::eq(r, except) && r.path.strip_prefix(path).is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Access;
+
+    /// The byte comparison in `root_for` against the component-wise definition it replaces.
+    #[test]
+    fn root_for_matches_whole_components_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        for name in ["in", "inner", "inner/deep"] {
+            std::fs::create_dir_all(base.join(name)).unwrap();
+        }
+        let nested = || {
+            let mut sandbox = Sandbox::new();
+            for root in [base.join("in"), base.join("inner"), base.join("inner/deep")] {
+                sandbox = sandbox.with_root(root, Access::ReadOnly).unwrap();
+            }
+            sandbox
+        };
+        let sandbox = nested();
+        let with_slash = nested().with_root("/", Access::ReadOnly).unwrap();
+        let names = [
+            "",
+            "in",
+            "in/x",
+            "inn",
+            "inner",
+            "inner/",
+            "inner/x/y",
+            "inner/deep",
+            "inner/deeper",
+            "inner/deep/z",
+            "other",
+        ];
+        for sandbox in [&sandbox, &with_slash] {
+            for name in names {
+                let path = AbsolutePathBuf::new(base.join(name)).unwrap();
+                let expected = sandbox
+                    .roots()
+                    .iter()
+                    .filter_map(|root| {
+                        path.as_path()
+                            .strip_prefix(root.path())
+                            .ok()
+                            .map(|rel| (root, rel))
+                    })
+                    .max_by_key(|(root, _)| root.path().as_path().components().count())
+                    .map(|(root, rel)| (root.path().clone(), rel.to_path_buf()));
+                let found = sandbox
+                    .root_for(&path)
+                    .map(|(root, rel)| (root.path().clone(), rel.to_path_buf()));
+                assert_eq!(found, expected, "{name:?}");
+            }
+        }
+        let top = AbsolutePathBuf::new("/").unwrap();
+        assert_eq!(with_slash.root_for(&top).unwrap().1, Path::new(""));
+        assert!(sandbox.root_for(&top).is_none());
     }
 }

@@ -278,6 +278,9 @@ pub struct ServeArgs {
         default_value_t = capfs::server::DEFAULT_MAX_BLOCKING_PER_CONNECTION
     )]
     pub max_blocking_per_connection: usize,
+    /// Threads that serve connections, each connection staying on one [default: one per core].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// Time a streamed read or write may make no progress before it fails (seconds, or with a
     /// unit: 500ms, 2m).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]

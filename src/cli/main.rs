@@ -41,17 +41,9 @@ fn main() -> ExitCode {
     init_logging(&cli);
     // One peer at a time (an MCP client on stdio, a stdio server's one connection, a person at a
     // shell) gains nothing from a second worker, and pays a cross-thread wake-up on every call:
-    // those run on one thread, beside the blocking pool. A listening server keeps a worker per
-    // core for its many connections.
-    let single_peer = match &cli.command {
-        Command::Serve(args) => args.listen == "stdio",
-        _ => true,
-    };
-    let mut builder = if single_peer {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
+    // every command runs on one thread, beside the blocking pool. A listening server accepts
+    // here and runs its connections on threads of their own (`--threads`), one per core.
+    let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
     if let Command::Serve(args) = &cli.command {
         // The server's file work takes at most --max-blocking threads of the blocking pool; the
@@ -472,6 +464,14 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_blocking: args.max_blocking,
         max_blocking_per_connection: args.max_blocking_per_connection,
         stream_idle_timeout: args.stream_idle_timeout,
+        // A stdio server has its one connection on the command's own runtime.
+        connection_threads: if stdio {
+            0
+        } else {
+            args.threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            })
+        },
         audit,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -99,16 +99,69 @@ fn millis(time: SystemTime) -> i64 {
     }
 }
 
+/// A directory listed up to a bound: `entries` so far, and the rest still to read.
+pub(crate) struct Listing {
+    entries: Vec<ReadDirectoryEntry>,
+    rest: Option<cap_std::fs::ReadDir>,
+}
+
+impl Listing {
+    /// The whole listing, when the bound was not reached.
+    pub(crate) fn complete(self) -> Result<Vec<ReadDirectoryEntry>, Self> {
+        match self.rest {
+            None => Ok(self.entries),
+            Some(_) => Err(self),
+        }
+    }
+
+    /// Reads the rest of the directory.
+    pub(crate) fn finish(mut self, path: &AbsolutePathBuf) -> io::Result<Vec<ReadDirectoryEntry>> {
+        if let Some(rest) = self.rest.take() {
+            list_into(&mut self.entries, rest, usize::MAX, path)?;
+        }
+        Ok(self.entries)
+    }
+}
+
 pub(crate) fn read_directory(
     fs: &Inner,
     path: &AbsolutePathBuf,
 ) -> io::Result<Vec<ReadDirectoryEntry>> {
+    start_listing(fs, path, usize::MAX)?.finish(path)
+}
+
+/// Opens the directory at `path` and lists at most `bound` entries of it.
+pub(crate) fn start_listing(
+    fs: &Inner,
+    path: &AbsolutePathBuf,
+    bound: usize,
+) -> io::Result<Listing> {
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
     let dir = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().open_dir(p))
         .map_err(|e| with_path(path, e))?;
     let mut entries = Vec::new();
-    for entry in dir.entries().map_err(|e| with_path(path, e))? {
+    let rest = list_into(
+        &mut entries,
+        dir.entries().map_err(|e| with_path(path, e))?,
+        bound,
+        path,
+    )?;
+    Ok(Listing { entries, rest })
+}
+
+/// Appends entries of `iter` to `entries` until it ends (`None`) or `entries` holds `bound`
+/// (the iterator, to go on from).
+fn list_into(
+    entries: &mut Vec<ReadDirectoryEntry>,
+    mut iter: cap_std::fs::ReadDir,
+    bound: usize,
+    path: &AbsolutePathBuf,
+) -> io::Result<Option<cap_std::fs::ReadDir>> {
+    while entries.len() < bound {
+        let Some(entry) = iter.next() else {
+            return Ok(None);
+        };
         let entry = entry.map_err(|e| with_path(path, e))?;
         let file_type = match entry.file_type() {
             Ok(file_type) => file_type,
@@ -125,7 +178,7 @@ pub(crate) fn read_directory(
             is_symlink: file_type.is_symlink(),
         });
     }
-    Ok(entries)
+    Ok(Some(iter))
 }
 
 pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBuf> {

@@ -56,6 +56,9 @@ pub(crate) const INLINE_READ_BYTES: u64 = 256 * 1024;
 /// Bytes a streamed read or write moves per call on the blocking pool. The chunks in between
 /// are awaited on the calling task, so no blocking thread ever waits for the other side.
 const STREAM_BATCH_BYTES: usize = 1024 * 1024;
+/// Entries `read_directory` lists on the calling task for a root on a local disk; the rest of a
+/// larger directory is listed in the blocking pool.
+const INLINE_DIRECTORY_ENTRIES: usize = 512;
 
 /// The deepest directory tree a recursive `copy` reproduces; deeper trees fail with
 /// `InvalidInput` before anything below the limit is descended into.
@@ -302,6 +305,18 @@ impl ExecutorFileSystem for LocalFileSystem {
         &self,
         path: &AbsolutePathBuf,
     ) -> FileSystemResult<Vec<ReadDirectoryEntry>> {
+        // On a local disk a small directory is listed here (its entries carry their types, so
+        // there is one `getdents64` and no stat per entry); past the bound the listing goes on
+        // in the blocking pool, so that no call holds the task's thread for long.
+        if self.runs_inline(path) {
+            let listing = metadata::start_listing(&self.inner, path, INLINE_DIRECTORY_ENTRIES)?;
+            let rest = match listing.complete() {
+                Ok(entries) => return Ok(entries),
+                Err(rest) => rest,
+            };
+            let path = path.clone();
+            return self.run(move |_| rest.finish(&path)).await;
+        }
         let path = path.clone();
         self.run(move |fs| metadata::read_directory(fs, &path))
             .await

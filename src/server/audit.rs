@@ -232,6 +232,12 @@ const MAX_PATH_CHARS: usize = 1_000;
 /// The paths a request names, as sent: the `path`, `sourcePath` and `destinationPath` members
 /// of its raw params, for requests refused before (or while) their params were parsed. A member
 /// that is not a string is written as its JSON text; each is cut to [`MAX_PATH_CHARS`].
+/// True when a request's paths will be written somewhere: to `audit`, or to the debug log.
+/// Otherwise the server does not spend time copying them.
+pub(crate) fn keeps_paths(audit: Option<&AuditLog>) -> bool {
+    audit.is_some() || tracing::enabled!(tracing::Level::DEBUG)
+}
+
 pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
     ["path", "sourcePath", "destinationPath"]
         .iter()
@@ -244,7 +250,11 @@ pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
 }
 
 fn cut(text: &str) -> String {
-    text.chars().take(MAX_PATH_CHARS).collect()
+    let end = text
+        .char_indices()
+        .nth(MAX_PATH_CHARS)
+        .map_or(text.len(), |(at, _)| at);
+    text[..end].to_string()
 }
 
 fn rfc3339_now() -> String {

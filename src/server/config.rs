@@ -44,6 +44,8 @@ const CONNECTIONS_RANGE: RangeInclusive<usize> = 1..=65_536;
 const IN_FLIGHT_RANGE: RangeInclusive<usize> = 1..=4_096;
 /// Accepted values of the bounds on file work (server-wide and per connection).
 const BLOCKING_RANGE: RangeInclusive<usize> = 1..=4_096;
+/// `connection_threads`: 0 (the caller's runtime) up to a thread per core of a large host.
+const THREADS_RANGE: RangeInclusive<usize> = 0..=1_024;
 /// Accepted stream idle timeouts.
 const STREAM_IDLE_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(10)..=Duration::from_secs(86_400);
@@ -89,6 +91,11 @@ pub struct ServerConfig {
     /// Time connections get to finish their running requests once the server is asked to stop;
     /// after it they are cut and the server reports how many.
     pub shutdown_timeout: Duration,
+    /// Threads that run connections, each a `current_thread` runtime with a blocking pool of
+    /// at most `max_blocking` threads; a connection and every task it spawns stay on one of
+    /// them. 0 (the default) runs connections on the runtime that calls
+    /// [`Server::run_until`](super::Server::run_until). `capfs serve` uses one per core.
+    pub connection_threads: usize,
     /// Where one JSON line per request goes, when set.
     pub audit: Option<AuditLog>,
 }
@@ -107,6 +114,7 @@ impl Default for ServerConfig {
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            connection_threads: 0,
             audit: None,
         }
     }
@@ -144,6 +152,7 @@ impl ServerConfig {
             &SHUTDOWN_TIMEOUT_RANGE,
         )?;
         check_usize("--max-blocking", self.max_blocking, &BLOCKING_RANGE)?;
+        check_usize("--threads", self.connection_threads, &THREADS_RANGE)?;
         check_usize(
             "--max-blocking-per-connection",
             self.max_blocking_per_connection,
@@ -361,8 +370,12 @@ mod tests {
     #[test]
     fn zero_and_absurd_limits_are_refused_by_name() {
         type Change = fn(&mut ServerConfig);
-        let cases: [(Change, &str); 15] = [
+        let cases: [(Change, &str); 16] = [
             (|c| c.max_blocking = 0, "--max-blocking 0:"),
+            (
+                |c| c.connection_threads = 5_000,
+                "--threads 5000: must be from 0 to 1024",
+            ),
             (
                 |c| c.max_blocking_per_connection = 0,
                 "--max-blocking-per-connection 0:",

@@ -159,8 +159,7 @@ impl Connection {
         match self.session.receive(bytes) {
             Step::Reply(message) => send(out, WsMessage::text(message.to_text())).await,
             Step::Answer { request, reply } => {
-                let log =
-                    self.request_log(&request.method, audit::raw_paths(request.params.as_ref()));
+                let log = self.request_log(&request.method, request.params.as_ref());
                 self.answer(out, log, request.id, reply).await;
             }
             Step::Run(call) => self.on_request(call, out).await,
@@ -169,7 +168,13 @@ impl Connection {
     }
 
     /// The log of a request that starts now.
-    fn request_log(&self, method: &str, paths: Vec<String>) -> RequestLog {
+    fn request_log(&self, method: &str, params: Option<&Value>) -> RequestLog {
+        let keep_paths = audit::keeps_paths(self.shared.config.audit.as_ref());
+        let paths = if keep_paths {
+            audit::raw_paths(params)
+        } else {
+            Vec::new()
+        };
         RequestLog {
             audit: self.shared.config.audit.clone(),
             connection: self.id,
@@ -213,7 +218,7 @@ impl Connection {
     /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
     async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<WsMessage>) {
         let FsCall { id, method, params } = call;
-        let log = self.request_log(&method, audit::raw_paths(params.as_ref()));
+        let log = self.request_log(&method, params.as_ref());
         let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
             let error = self.busy();
             self.answer(out, log, id, Err(error)).await;
@@ -260,7 +265,7 @@ impl Connection {
             let Ok(in_flight) = in_flight.acquire_owned().await else {
                 return;
             };
-            let mut outcome = handler::Outcome::default();
+            let mut outcome = handler::Outcome::new(audit::keeps_paths(log.audit.as_ref()));
             let max_message_bytes = shared.config.max_message_bytes;
             let working = work.acquire().await;
             let fs: &dyn ExecutorFileSystem = &*shared.fs;

@@ -22,8 +22,8 @@ use crate::protocol::{
     RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
 };
 use crate::{
-    CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
-    WriteOptions,
+    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions,
+    RenameOptions, WriteOptions,
 };
 
 /// Every fs method the server answers (with capfs's walk, which runs like them).
@@ -51,6 +51,9 @@ const REPLY_ENVELOPE_BYTES: usize = 64;
 pub(crate) enum Payload {
     /// Any result.
     Json(Value),
+    /// A result already serialised: the JSON text of a protocol type, written into the reply
+    /// as it is, without a `Value` in between.
+    Text(String),
     /// The result of `fs/readFile`: `{"dataBase64": ...}` built straight into the reply text,
     /// without a base64 string or a `Value` in between.
     FileData(Vec<u8>),
@@ -61,6 +64,7 @@ impl Payload {
     pub(crate) fn into_value(self) -> Value {
         match self {
             Payload::Json(value) => value,
+            Payload::Text(text) => serde_json::from_str(&text).expect("results are JSON"),
             Payload::FileData(data) => serde_json::json!({ "dataBase64": STANDARD.encode(data) }),
         }
     }
@@ -69,7 +73,7 @@ impl Payload {
     pub(crate) fn for_log(reply: &Result<Payload, ErrorObject>) -> Result<Value, ErrorObject> {
         match reply {
             Ok(Payload::Json(value)) => Ok(value.clone()),
-            Ok(Payload::FileData(_)) => Ok(Value::Null),
+            Ok(Payload::FileData(_) | Payload::Text(_)) => Ok(Value::Null),
             Err(error) => Err(error.clone()),
         }
     }
@@ -86,11 +90,35 @@ pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
     base64_len(len).saturating_add(REPLY_ENVELOPE_BYTES as u64) <= max_message_bytes as u64
 }
 
-/// What a request did, for logs: the paths it named and the bytes it moved.
+/// What a request did, for logs: the paths it named (only when something will log them) and
+/// the bytes it moved.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
+    pub(crate) keep_paths: bool,
     pub(crate) paths: Vec<String>,
     pub(crate) bytes: u64,
+}
+
+impl Outcome {
+    /// An outcome that keeps the request's paths when `keep_paths`.
+    pub(crate) fn new(keep_paths: bool) -> Self {
+        Self {
+            keep_paths,
+            ..Self::default()
+        }
+    }
+
+    fn name(&mut self, paths: &[&AbsolutePathBuf]) {
+        if self.keep_paths {
+            self.paths = paths.iter().map(ToString::to_string).collect();
+        }
+    }
+
+    fn add(&mut self, path: &AbsolutePathBuf) {
+        if self.keep_paths {
+            self.paths.push(path.to_string());
+        }
+    }
 }
 
 /// Runs the fs method `method` with `params` on `fs`; a `fs/readFile` reply may be at most
@@ -105,11 +133,13 @@ pub(crate) async fn dispatch(
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
     // What was sent, for the audit line of a request whose params do not parse; replaced by
     // the parsed paths once they do.
-    outcome.paths = audit::raw_paths(params.as_ref());
+    if outcome.keep_paths {
+        outcome.paths = audit::raw_paths(params.as_ref());
+    }
     match method {
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths = vec![p.path.to_string()];
+            outcome.name(&[&p.path]);
             let too_large = || {
                 io(error::reply_too_large(
                     &p.path,
@@ -134,7 +164,7 @@ pub(crate) async fn dispatch(
         }
         FS_WRITE_FILE_METHOD => {
             let p: WriteFileParams = parse(params)?;
-            outcome.paths = vec![p.path.to_string()];
+            outcome.name(&[&p.path]);
             let data = STANDARD.decode(p.data_base64.as_bytes()).map_err(|e| {
                 invalid_input(
                     INVALID_REQUEST,
@@ -159,7 +189,7 @@ pub(crate) async fn dispatch(
         }
         FS_CREATE_DIRECTORY_METHOD => {
             let p: CreateDirectoryParams = parse(params)?;
-            outcome.paths = vec![p.path.to_string()];
+            outcome.name(&[&p.path]);
             let options = CreateDirectoryOptions {
                 recursive: p.recursive.unwrap_or(true),
             };
@@ -168,13 +198,13 @@ pub(crate) async fn dispatch(
         }
         FS_GET_METADATA_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths = vec![p.path.to_string()];
+            outcome.name(&[&p.path]);
             let metadata = fs.get_metadata(&p.path).await.map_err(io)?;
             reply(GetMetadataResponse::from(metadata))
         }
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths = vec![p.path.to_string()];
+            outcome.name(&[&p.path]);
             let entries = fs.read_directory(&p.path).await.map_err(io)?;
             // A lossy name shown to the client would lead it to another entry (or none) when
             // sent back: such entries are left out and counted instead.
@@ -187,7 +217,7 @@ pub(crate) async fn dispatch(
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
-            outcome.paths = vec![p.path.to_string()];
+            outcome.name(&[&p.path]);
             let options = RemoveOptions {
                 recursive: p.recursive.unwrap_or(true),
                 force: p.force.unwrap_or(true),
@@ -197,7 +227,7 @@ pub(crate) async fn dispatch(
         }
         FS_COPY_METHOD => {
             let p: CopyParams = parse(params)?;
-            outcome.paths = vec![p.source_path.to_string(), p.destination_path.to_string()];
+            outcome.name(&[&p.source_path, &p.destination_path]);
             let options = CopyOptions {
                 recursive: p.recursive.unwrap_or(false),
             };
@@ -208,7 +238,7 @@ pub(crate) async fn dispatch(
         }
         FS_RENAME_METHOD => {
             let p: RenameParams = parse(params)?;
-            outcome.paths = vec![p.source_path.to_string(), p.destination_path.to_string()];
+            outcome.name(&[&p.source_path, &p.destination_path]);
             let options = RenameOptions {
                 overwrite: p.overwrite.unwrap_or(false),
             };
@@ -219,7 +249,7 @@ pub(crate) async fn dispatch(
         }
         CAPFS_READ_LINK_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.add(&p.path);
             let target = fs.read_link(&p.path).await.map_err(io)?;
             let target = target.into_os_string().into_string().map_err(|_| {
                 invalid_input(
@@ -231,7 +261,7 @@ pub(crate) async fn dispatch(
         }
         CAPFS_CREATE_SYMLINK_METHOD => {
             let p: CreateSymlinkParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.add(&p.path);
             if p.target.is_empty() || p.target.contains('\0') {
                 return Err(invalid_input(
                     INVALID_PARAMS,
@@ -245,7 +275,7 @@ pub(crate) async fn dispatch(
         }
         CAPFS_WALK_METHOD => {
             let p: WalkParams = parse(params)?;
-            outcome.paths.push(p.path.to_string());
+            outcome.add(&p.path);
             let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
             outcome.bytes = walk.entries.len() as u64;
             reply(WalkResponse::from(walk))
@@ -272,8 +302,8 @@ pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {
 }
 
 fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
-    Ok(Payload::Json(
-        serde_json::to_value(value).expect("protocol results always serialize"),
+    Ok(Payload::Text(
+        serde_json::to_string(&value).expect("protocol results always serialize"),
     ))
 }
 
@@ -290,6 +320,16 @@ pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> 
             text.push_str(r#","result":{"dataBase64":""#);
             STANDARD.encode_string(&data, &mut text);
             text.push_str(r#""}}"#);
+            text
+        }
+        Ok(Payload::Text(result)) => {
+            let id = serde_json::to_string(&id).expect("ids always serialize");
+            let mut text = String::with_capacity(result.len() + id.len() + REPLY_ENVELOPE_BYTES);
+            text.push_str(r#"{"id":"#);
+            text.push_str(&id);
+            text.push_str(r#","result":"#);
+            text.push_str(&result);
+            text.push('}');
             text
         }
         Ok(Payload::Json(value)) => reply_message(id, Ok(value)).to_text(),

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
+use super::threads::ConnectionThreads;
 use crate::ExecutorFileSystem;
 use crate::transport::stdio::EndAsStop;
 
@@ -97,6 +98,15 @@ impl Server {
         let stop = CancellationToken::new();
         let cut = CancellationToken::new();
         let connections = TaskTracker::new();
+        let threads = match shared.config.connection_threads {
+            0 => None,
+            count => Some(ConnectionThreads::start(
+                count,
+                shared.config.max_blocking,
+                &connections,
+                &cut,
+            )?),
+        };
         let mut failures = AcceptFailures::default();
         let mut next_connection_id = 0u64;
         tokio::pin!(shutdown);
@@ -131,16 +141,38 @@ impl Server {
             let shared = Arc::clone(&shared);
             let stop = stop.clone();
             let cut = cut.clone();
-            connections.spawn(async move {
+            let Some(threads) = &threads else {
+                connections.spawn(async move {
+                    tokio::select! {
+                        () = cut.cancelled() => {}
+                        served = serve_connection(shared, stream, peer, id, handshake, stop) => {
+                            log_end(id, peer, served);
+                        }
+                    }
+                });
+                continue;
+            };
+            // The socket leaves this runtime's reactor and joins that of the thread the
+            // connection runs on, when it first polls there.
+            let stream = match stream.into_std() {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(connection = id, %peer, "cannot hand off: {e}");
+                    continue;
+                }
+            };
+            threads.run(connections.track_future(async move {
+                let stream = match TcpStream::from_std(stream) {
+                    Ok(stream) => stream,
+                    Err(e) => return log_end(id, peer, Err(WsError::Io(e))),
+                };
                 tokio::select! {
                     () = cut.cancelled() => {}
                     served = serve_connection(shared, stream, peer, id, handshake, stop) => {
-                        if let Err(e) = served {
-                            tracing::debug!(connection = id, %peer, "connection ended: {e}");
-                        }
+                        log_end(id, peer, served);
                     }
                 }
-            });
+            }));
         }
         drop(self.listener);
         tracing::info!("shutting down: finishing in-flight requests");
@@ -150,12 +182,24 @@ impl Server {
             .await
             .is_ok()
         {
+            if let Some(threads) = threads {
+                threads.finish().await;
+            }
             return Ok(());
         }
         let open = connections.len();
         cut.cancel();
         connections.wait().await;
+        if let Some(threads) = threads {
+            threads.finish().await;
+        }
         Err(shutdown_deadline_passed(shutdown_timeout, open))
+    }
+}
+
+fn log_end(id: u64, peer: SocketAddr, served: Result<(), WsError>) {
+    if let Err(e) = served {
+        tracing::debug!(connection = id, %peer, "connection ended: {e}");
     }
 }
 

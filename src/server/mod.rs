@@ -6,7 +6,8 @@
 //! loop, its in-flight bound and its shutdown drain; `session.rs` applies the handshake rules to
 //! each message; `handler.rs` maps a request to one trait call and its result back to the wire;
 //! `stream.rs` carries the data-frame extension; `audit.rs` writes one line per request;
-//! `config.rs` holds the limits.
+//! `config.rs` holds the limits; `threads.rs` runs connections on threads of their own, each
+//! with a `current_thread` runtime.
 
 mod audit;
 mod config;
@@ -15,6 +16,7 @@ mod handler;
 mod listener;
 mod session;
 mod stream;
+mod threads;
 mod work;
 
 pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};

@@ -512,3 +512,86 @@ async fn a_listed_name_reaches_that_entry_and_no_other() {
     drop((fs, peer));
     server.stop().await;
 }
+
+/// How many threads of this process run a server's connections (their names, cut to the
+/// kernel's 15 bytes).
+fn connection_thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("capfs-connectio"))
+        .count()
+}
+
+/// A server whose connections run on threads of their own (what `capfs serve` does): every
+/// client is served, the threads end when the server stops, and a server whose future is
+/// dropped closes the connections it was running. The only test of this process that starts
+/// such threads, so that the count is its own.
+#[tokio::test]
+async fn connection_threads_serve_every_client_and_end_with_the_server() {
+    use capfs::server::{Server, ServerConfig};
+    use capfs::{Access, LocalFileSystem, Sandbox};
+
+    let (_dir, ws) = workspace();
+    std::fs::write(ws.join("f"), b"hello").unwrap();
+    let start = || async {
+        let sandbox = Sandbox::new().with_root(&ws, Access::ReadWrite).unwrap();
+        let fs: Arc<dyn ExecutorFileSystem> = Arc::new(LocalFileSystem::new(sandbox));
+        let config = ServerConfig {
+            connection_threads: 3,
+            ..ServerConfig::default()
+        };
+        Server::bind(fs, config).await.unwrap()
+    };
+
+    let server = start().await;
+    let url = server.url().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run_until(async {
+        let _ = stopped.await;
+    }));
+    let mut clients = Vec::new();
+    for _ in 0..7 {
+        let client = RemoteFileSystem::connect(&url, RemoteOptions::default())
+            .await
+            .unwrap();
+        clients.push(client);
+    }
+    assert_eq!(connection_thread_count(), 3);
+    let path = abs(&ws.join("f"));
+    let reads = futures_util::future::join_all(clients.iter().map(|c| c.read_file(&path))).await;
+    for read in reads {
+        assert_eq!(read.unwrap(), b"hello");
+    }
+    // A write through one connection is seen through every other, whichever thread runs it.
+    let written = abs(&ws.join("written"));
+    clients[0]
+        .write_file(&written, b"new".to_vec())
+        .await
+        .unwrap();
+    for client in &clients[1..] {
+        assert_eq!(client.read_file(&written).await.unwrap(), b"new");
+    }
+    drop(clients);
+    stop.send(()).unwrap();
+    tokio::time::timeout(WAIT, serving)
+        .await
+        .expect("the server stopped in time")
+        .unwrap()
+        .unwrap();
+    assert_eq!(connection_thread_count(), 0, "threads outlived the server");
+
+    let server = start().await;
+    let url = server.url().to_string();
+    let serving = tokio::spawn(server.run_until(std::future::pending()));
+    let mut peer = RawPeer::ready(&url).await;
+    serving.abort();
+    let _ = serving.await;
+    let next = tokio::time::timeout(WAIT, peer.ws.next())
+        .await
+        .expect("the connection ended in time");
+    assert!(
+        matches!(next, None | Some(Err(_)) | Some(Ok(WsMessage::Close(_)))),
+        "{next:?}"
+    );
+}

@@ -326,6 +326,48 @@ async fn get_metadata_reports_types_sizes_and_times(remote: bool) {
 // ---------------------------------------------------------------------------------------------
 // read_directory
 
+/// The local backend lists the first entries of a directory on the calling task and the rest
+/// in the blocking pool: listings around and far past that bound are whole and typed.
+#[test_case(false ; "local")]
+#[test_case(true ; "remote")]
+#[tokio::test]
+async fn read_directory_is_whole_on_either_side_of_the_inline_bound(remote: bool) {
+    let env = env(remote).await;
+    for count in [511usize, 512, 513, 1_300] {
+        let dir = format!("d{count}");
+        env.mkdir(&dir);
+        let mut expected = Vec::new();
+        for i in 0..count {
+            let name = format!("entry-{i:05}");
+            let rel = format!("{dir}/{name}");
+            let (is_directory, is_file, is_symlink) = match i % 10 {
+                0 => {
+                    env.mkdir(&rel);
+                    (true, false, false)
+                }
+                7 => {
+                    env.symlink(&rel, "elsewhere");
+                    (false, false, true)
+                }
+                _ => {
+                    env.mkfile(&rel, b"x");
+                    (false, true, false)
+                }
+            };
+            expected.push(ReadDirectoryEntry {
+                file_name: name,
+                is_directory,
+                is_file,
+                is_symlink,
+                lossy_name: false,
+            });
+        }
+        let mut entries = env.fs.read_directory(&env.p(&dir)).await.unwrap();
+        entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        assert_eq!(entries, expected, "{count} entries");
+    }
+}
+
 #[test_case(false ; "local")]
 #[test_case(true ; "remote")]
 #[tokio::test]
