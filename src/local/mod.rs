@@ -210,10 +210,17 @@ impl ExecutorFileSystem for LocalFileSystem {
             }
         }
         let file = Arc::new(file);
+        // One buffer for every batch, handed to the blocking pool and back: a fresh one would
+        // have its pages faulted in again each time.
+        let mut batch = Vec::with_capacity(STREAM_BATCH_BYTES);
         loop {
             let (file, path) = (Arc::clone(&file), path.clone());
-            let batch = self
-                .run(move |_| read::read_batch(&file, STREAM_BATCH_BYTES, &path))
+            batch.clear();
+            batch = self
+                .run(move |_| {
+                    read::read_batch_into(&file, &mut batch, STREAM_BATCH_BYTES, &path)?;
+                    Ok(batch)
+                })
                 .await?;
             if batch.is_empty() {
                 break;

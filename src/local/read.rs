@@ -54,10 +54,21 @@ pub(crate) fn read_batch(
     path: &AbsolutePathBuf,
 ) -> io::Result<Vec<u8>> {
     let mut batch = Vec::with_capacity(max);
-    file.take(max as u64)
-        .read_to_end(&mut batch)
-        .map_err(|e| with_path(path, e))?;
+    read_batch_into(file, &mut batch, max, path)?;
     Ok(batch)
+}
+
+/// Appends at most `max` more bytes of `file` to `batch`.
+pub(crate) fn read_batch_into(
+    file: &std::fs::File,
+    batch: &mut Vec<u8>,
+    max: usize,
+    path: &AbsolutePathBuf,
+) -> io::Result<()> {
+    file.take(max as u64)
+        .read_to_end(batch)
+        .map_err(|e| with_path(path, e))?;
+    Ok(())
 }
 
 /// Opens a regular file for reading and returns it with its size, refusing directories, special

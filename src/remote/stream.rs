@@ -3,6 +3,7 @@
 
 use std::io;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -130,6 +131,9 @@ impl RemoteFileSystem {
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
             .await?;
         let header = data_frame_header(stream_id);
+        // Frames are built here and split off as they are queued; once the writer has sent
+        // all of them, the same memory holds the next ones (no fresh pages per frame).
+        let mut frames = BytesMut::new();
         let mut sent = 0u64;
         loop {
             let left = size.map_or(u64::MAX, |size| size - sent);
@@ -145,11 +149,11 @@ impl RemoteFileSystem {
                 ));
             }
             let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
-            let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want);
-            frame.extend_from_slice(&header);
-            let n = (&mut *reader)
-                .take(want as u64)
-                .read_to_end(&mut frame)
+            if frames.capacity() < DATA_FRAME_HEADER_LEN + want {
+                frames.reserve(FRAME_ARENA_BYTES);
+            }
+            frames.extend_from_slice(&header);
+            let n = fill(&mut *reader, &mut frames, want)
                 .await
                 .inspect_err(|_| client.abort_upload(&header))?;
             if n == 0 {
@@ -168,7 +172,7 @@ impl RemoteFileSystem {
             }
             client
                 .out
-                .send(WsMessage::Binary(frame.into()))
+                .send(WsMessage::Binary(frames.split().freeze()))
                 .await
                 .map_err(|_| connection_lost())?;
             sent += n as u64;
@@ -182,6 +186,25 @@ impl RemoteFileSystem {
             ));
         }
         Ok(sent)
+    }
+}
+
+/// Room a streamed write's frames get at a time (four frames).
+const FRAME_ARENA_BYTES: usize = 4 * (DATA_FRAME_HEADER_LEN + DATA_CHUNK_BYTES);
+
+/// Appends up to `want` bytes of `reader` to `buffer`, fewer only at its end; returns how many.
+async fn fill(
+    reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+    buffer: &mut BytesMut,
+    want: usize,
+) -> io::Result<usize> {
+    let mut limited = reader.take(want as u64);
+    let mut filled = 0;
+    loop {
+        match limited.read_buf(buffer).await? {
+            0 => return Ok(filled),
+            n => filled += n,
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc::error::SendError;
@@ -328,7 +328,15 @@ struct FrameWriter {
     max_bytes: Option<u64>,
     sent: u64,
     over_limit: bool,
+    /// Where frames are built, each split off as it is queued: once the writer has sent every
+    /// frame of it, its memory is used again instead of a fresh allocation (whose pages the
+    /// kernel would zero and fault in, for every frame).
+    frames: BytesMut,
 }
+
+/// Room [`FrameWriter::frames`] is given at a time: the frames a reply queue of a few messages
+/// holds, so that by the time it fills again the writer has usually sent them all.
+const FRAME_ARENA_BYTES: usize = 4 * (DATA_FRAME_HEADER_LEN + DATA_CHUNK_BYTES);
 
 impl FrameWriter {
     fn new(out: mpsc::Sender<WsMessage>, stream_id: u64, idle: Duration, work: StreamWork) -> Self {
@@ -344,6 +352,7 @@ impl FrameWriter {
             max_bytes: None,
             sent: 0,
             over_limit: false,
+            frames: BytesMut::new(),
         }
     }
 }
@@ -393,10 +402,12 @@ impl AsyncWrite for FrameWriter {
             n = (n as u64).min(max - this.sent) as usize;
         }
         this.sent += n as u64;
-        let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + n);
-        frame.extend_from_slice(&this.header);
-        frame.extend_from_slice(&buf[..n]);
-        slot.send(WsMessage::Binary(frame.into()));
+        if this.frames.capacity() < DATA_FRAME_HEADER_LEN + n {
+            this.frames.reserve(FRAME_ARENA_BYTES);
+        }
+        this.frames.extend_from_slice(&this.header);
+        this.frames.extend_from_slice(&buf[..n]);
+        slot.send(WsMessage::Binary(this.frames.split().freeze()));
         this.queued = Some(n);
         ready!(this.work.poll_hold(cx));
         this.queued = None;
