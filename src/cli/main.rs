@@ -46,10 +46,17 @@ fn main() -> ExitCode {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
     if let Command::Serve(args) = &cli.command {
-        // The server's file work takes at most --max-blocking threads of the blocking pool; the
-        // margin is for the rest (stdin and stdout of `--listen stdio`, the audit log), so the
-        // process's thread count has a hard bound whatever the clients do.
-        builder.max_blocking_threads(args.max_blocking.saturating_add(BLOCKING_MARGIN));
+        // The process's thread count has a hard bound whatever the clients do. A stdio server's
+        // file work takes at most --max-blocking threads of this runtime's pool (the margin is
+        // for the rest: a finished task's thread not yet idle). A listening server's file work
+        // runs in the pools of its connection threads, which share the same bound; this
+        // runtime only accepts.
+        let pool = if args.listen == "stdio" {
+            args.max_blocking.saturating_add(BLOCKING_MARGIN)
+        } else {
+            ACCEPTOR_BLOCKING_THREADS
+        };
+        builder.max_blocking_threads(pool);
     }
     let runtime = match builder.build() {
         Ok(runtime) => runtime,
@@ -81,6 +88,8 @@ fn main() -> ExitCode {
 
 /// Blocking-pool threads `capfs serve` keeps beyond `--max-blocking`.
 const BLOCKING_MARGIN: usize = 16;
+/// The blocking pool of a listening server's own runtime, which does no file work.
+const ACCEPTOR_BLOCKING_THREADS: usize = 2;
 
 fn init_logging(cli: &Cli) {
     // A stdio server runs under a client's command; its progress lines would only be noise on

@@ -91,9 +91,9 @@ pub struct ServerConfig {
     /// Time connections get to finish their running requests once the server is asked to stop;
     /// after it they are cut and the server reports how many.
     pub shutdown_timeout: Duration,
-    /// Threads that run connections, each a `current_thread` runtime with a blocking pool of
-    /// at most `max_blocking` threads; a connection and every task it spawns stay on one of
-    /// them. 0 (the default) runs connections on the runtime that calls
+    /// Threads that run connections, each a `current_thread` runtime; a connection and every
+    /// task it spawns stay on one of them. Their blocking pools share `max_blocking` + 16
+    /// threads, split evenly. 0 (the default) runs connections on the runtime that calls
     /// [`Server::run_until`](super::Server::run_until). `capfs serve` uses one per core.
     pub connection_threads: usize,
     /// Where one JSON line per request goes, when set.

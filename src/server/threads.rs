@@ -17,6 +17,12 @@ use tokio_util::task::TaskTracker;
 
 type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// Threads the blocking pools may hold beyond the server's file-work bound: under churn a
+/// finished task's thread is not idle yet when the next task is spawned, so a pool capped at
+/// exactly the permit count would still start new threads, and one with no cap would run past
+/// the bound.
+pub(crate) const POOL_MARGIN: usize = 16;
+
 struct Worker {
     jobs: mpsc::UnboundedSender<Job>,
     /// Connections handed to this thread and not yet ended.
@@ -40,8 +46,10 @@ impl Drop for Counted {
 }
 
 impl ConnectionThreads {
-    /// Starts `count` threads. Each runtime's blocking pool holds at most `max_blocking`
-    /// threads: the server's file work never takes more than that at once. A thread stops once
+    /// Starts `count` threads. Their blocking pools share `max_blocking` plus
+    /// [`POOL_MARGIN`] threads, split evenly, so the process's thread count has the same bound
+    /// as with one pool: work beyond a pool's share waits in that pool's queue (holding its
+    /// work permit, so the server-wide bound still counts it). A thread stops once
     /// `connections` is closed and empty, or at once when `cut` is cancelled.
     pub(crate) fn start(
         count: usize,
@@ -49,6 +57,7 @@ impl ConnectionThreads {
         connections: &TaskTracker,
         cut: &CancellationToken,
     ) -> io::Result<Self> {
+        let pool = max_blocking.saturating_add(POOL_MARGIN).div_ceil(count).max(1);
         // Built before the first thread starts: if a later one cannot start, dropping this cuts
         // (and so stops) those already running.
         let mut threads = Self {
@@ -59,7 +68,7 @@ impl ConnectionThreads {
         for index in 0..count {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
-                .max_blocking_threads(max_blocking)
+                .max_blocking_threads(pool)
                 .build()?;
             let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
             let (connections, cut) = (connections.clone(), cut.clone());

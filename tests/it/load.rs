@@ -27,9 +27,10 @@ use crate::serve::{ServerProcess, Socket, WAIT, workspace};
 /// The server's bound on requests doing file work at once (`--max-blocking`, its default).
 const MAX_BLOCKING: u64 = 128;
 /// Bound on the server's threads while the hostile load runs: `capfs serve` caps tokio's
-/// blocking pool at the file-work bound plus a margin of 16 (the pool would otherwise run past
-/// the permit count under churn: a finished task's thread is not idle yet when the next task
-/// is spawned), plus the runtime's workers, the main thread and a few more. Without the work
+/// blocking pools (one per connection thread, sharing the cap) at the file-work bound plus a
+/// margin of 16 (a pool would otherwise run past the permit count under churn: a finished
+/// task's thread is not idle yet when the next task is spawned), plus the connection threads,
+/// the main thread and a few more. Without the work
 /// bound, the 576 hostile streams below would each pin a thread, up to the pool's 512.
 const MAX_SERVER_THREADS: u64 = MAX_BLOCKING + 16 + 16;
 /// Bound on the server's resident memory while the hostile load runs: what the stalled
