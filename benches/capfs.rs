@@ -25,6 +25,7 @@ use capfs::{
     Sandbox,
 };
 use futures_util::{FutureExt, SinkExt, StreamExt};
+use rustix::thread::CpuSet;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
@@ -212,16 +213,16 @@ struct Server {
 
 impl Server {
     fn start(root: &Path) -> Self {
-        Self::start_with(root, &[])
+        Self::start_with_args(root, &[])
     }
 
-    /// Starts a server with extra environment variables.
-    fn start_with(root: &Path, env: &[(&str, &str)]) -> Self {
+    /// Starts a server with extra arguments.
+    fn start_with_args(root: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_capfs"))
-            .envs(env.iter().copied())
             .arg("serve")
             .arg("--root")
             .arg(root)
+            .args(args)
             .env("RUST_LOG", "capfs=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -274,6 +275,26 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+const WORK_STEALING: &str = "work-stealing runtime (in process)";
+
+/// A capfs server over `root` on a multi_thread runtime of its own thread, in this process:
+/// connections on the caller's runtime (`connection_threads` 0), as a library user may run it.
+/// Returns its URL; it lives as long as the process.
+fn work_stealing_server(root: &Path) -> String {
+    let sandbox = Sandbox::new().with_root(root, Access::ReadWrite).unwrap();
+    let fs: Arc<dyn ExecutorFileSystem> = Arc::new(LocalFileSystem::new(sandbox));
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        multi_thread().block_on(async move {
+            let config = capfs::server::ServerConfig::default();
+            let server = capfs::server::Server::bind(fs, config).await.unwrap();
+            url_tx.send(server.url().to_string()).unwrap();
+            server.run_until(std::future::pending()).await.unwrap();
+        });
+    });
+    url_rx.recv().unwrap()
 }
 
 async fn remote(url: &str) -> RemoteFileSystem {
@@ -471,6 +492,7 @@ async fn trait_pipelined(
 struct Shape {
     name: &'static str,
     request: Message,
+    reply: Utf8Bytes,
     reply_len: usize,
     echo_url: String,
 }
@@ -528,7 +550,8 @@ fn small_section(scratch: &Path) {
                 name,
                 request,
                 reply_len: reply.len(),
-                echo_url: canned_server(reply),
+                echo_url: canned_server(reply.clone()),
+                reply,
             });
         }
         (shapes, server.url.clone())
@@ -607,36 +630,50 @@ fn small_section(scratch: &Path) {
     current.block_on(async { drop(current_fs) });
     multi.block_on(async { drop(multi_fs) });
 
-    // The same raw calls against a server whose runtime has one worker thread: what the hand-off
-    // between the two workers of the default runtime costs a call.
-    let one_worker = Server::start_with(&root, &[("TOKIO_WORKER_THREADS", "1")]);
-    let (mut two, mut one, mut bare) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut two_ops, mut one_ops) = (0f64, 0f64);
+    // The same raw calls against `capfs serve --threads 1` (every connection on one thread) and
+    // against the same server on a work-stealing runtime with a worker per core, in this
+    // process: what keeping each connection on one thread saves a call.
+    let one_thread = Server::start_with_args(&root, &["--threads", "1"]);
+    let stealing_url = work_stealing_server(&root);
+    let names = [
+        "default (--threads: one per core)",
+        "--threads 1",
+        WORK_STEALING,
+    ];
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    let mut ops = [0f64; 3];
+    let mut bare = Vec::new();
     current.block_on(async {
-        let mut one_ws = raw_capfs(&one_worker.url).await;
+        let mut connections = [
+            raw_capfs(&server.url).await,
+            raw_capfs(&one_thread.url).await,
+            raw_capfs(&stealing_url).await,
+        ];
         let (request, len) = (&meta.request, meta.reply_len);
         for round in 0..=ROUNDS {
             let n = if round == 0 { 200 } else { PER_ROUND };
-            for (ws, samples) in [
-                (&mut capfs_ws, &mut two),
-                (&mut one_ws, &mut one),
-                (&mut echo_ws[0], &mut bare),
-            ] {
+            for (ws, samples) in connections.iter_mut().zip(samples.iter_mut()) {
                 let mut taken = Vec::with_capacity(n);
                 raw_round_trips(ws, request, len, n, &mut taken).await;
                 if round > 0 {
                     samples.append(&mut taken);
                 }
             }
+            let mut taken = Vec::with_capacity(n);
+            raw_round_trips(&mut echo_ws[0], request, len, n, &mut taken).await;
+            if round > 0 {
+                bare.append(&mut taken);
+            }
         }
         for _ in 0..3 {
-            let ops = raw_pipelined(&mut capfs_ws, request, len, PIPELINED_CALLS, DEPTH).await;
-            two_ops = two_ops.max(ops);
-            let ops = raw_pipelined(&mut one_ws, request, len, PIPELINED_CALLS, DEPTH).await;
-            one_ops = one_ops.max(ops);
+            for (ws, best) in connections.iter_mut().zip(ops.iter_mut()) {
+                let got = raw_pipelined(ws, request, len, PIPELINED_CALLS, DEPTH).await;
+                *best = best.max(got);
+            }
         }
     });
-    drop(one_worker);
+    drop(one_thread);
+    placement_table(&root, &shapes, &paths, &current);
 
     header(
         "Remote small calls, one at a time (microseconds per round trip)",
@@ -707,10 +744,10 @@ fn small_section(scratch: &Path) {
         );
     }
     header(
-        "capfs serve's runtime: fs/getMetadata from the raw client, default (one worker per \
-         core) against one worker (TOKIO_WORKER_THREADS=1)",
+        "capfs serve's threads: fs/getMetadata from the raw client against the default server, \
+         one connection thread, and a work-stealing runtime",
         &[
-            "server runtime",
+            "server",
             "median us",
             "median / bare",
             "p99 us",
@@ -718,10 +755,7 @@ fn small_section(scratch: &Path) {
         ],
     );
     bare.sort();
-    for (name, samples, ops) in [
-        ("default", &mut two, two_ops),
-        ("one worker", &mut one, one_ops),
-    ] {
+    for ((name, samples), ops) in names.iter().zip(samples.iter_mut()).zip(ops) {
         samples.sort();
         let (m, p) = (percentile(samples, 0.5), percentile(samples, 0.99));
         println!(
@@ -731,7 +765,116 @@ fn small_section(scratch: &Path) {
             us(p),
         );
     }
+    println!(
+        "\n{WORK_STEALING}: the same server in this process, `Server::run_until` on a \
+         multi_thread runtime with a worker per core, so each message may be read on one worker \
+         and answered on the other."
+    );
     drop(server);
+}
+
+/// Pins the calling thread to `cpus`; threads and processes it starts inherit the mask.
+fn pin(cpus: &[usize]) {
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu);
+    }
+    rustix::thread::sched_setaffinity(None, &set).expect("set the CPU affinity");
+}
+
+/// One call at a time with the client and the server pinned, on one CPU and on two: where the
+/// scheduler leaves a client and its server thread decides the round trip on a virtual
+/// machine (waking a sleeping CPU costs tens of microseconds), and unpinned it may keep them
+/// together for one table and apart for the next. Pinned, capfs and the bare echo are compared
+/// in the same placement.
+fn placement_table(
+    root: &Path,
+    shapes: &[Shape],
+    paths: &[AbsolutePathBuf; 3],
+    current: &tokio::runtime::Runtime,
+) {
+    let allowed = rustix::thread::sched_getaffinity(None).expect("the CPU affinity");
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .collect();
+    if cpus.len() < 2 {
+        println!("\n(placement table left out: this process may use only one CPU)");
+        return;
+    }
+    header(
+        "Remote small calls one at a time, client and server pinned (median microseconds)",
+        &[
+            "placement",
+            "call",
+            "bare",
+            "capfs, raw client",
+            "raw / bare",
+            "capfs, RemoteFileSystem",
+            "RemoteFileSystem / bare",
+        ],
+    );
+    for (placement, client_cpu, server_cpu) in [
+        ("one CPU", cpus[0], cpus[0]),
+        ("two CPUs", cpus[0], cpus[1]),
+    ] {
+        // The server process and the echo threads inherit the server's CPU.
+        pin(&[server_cpu]);
+        let server = Server::start(root);
+        let echo_urls: Vec<String> = shapes
+            .iter()
+            .map(|s| canned_server(s.reply.clone()))
+            .collect();
+        pin(&[client_cpu]);
+        let mut samples: Vec<[Vec<Duration>; 3]> =
+            shapes.iter().map(|_| Default::default()).collect();
+        current.block_on(async {
+            let mut raw = raw_capfs(&server.url).await;
+            let fs = remote(&server.url).await;
+            let mut echoes = Vec::new();
+            for url in &echo_urls {
+                echoes.push(raw_connect(url).await);
+            }
+            for round in 0..=ROUNDS {
+                let n = if round == 0 { 200 } else { PER_ROUND };
+                for (index, shape) in shapes.iter().enumerate() {
+                    let mut taken: [Vec<Duration>; 3] = Default::default();
+                    let (request, len) = (&shape.request, shape.reply_len);
+                    raw_round_trips(&mut echoes[index], request, len, n, &mut taken[0]).await;
+                    raw_round_trips(&mut raw, request, len, n, &mut taken[1]).await;
+                    trait_round_trips(n, &mut taken[2], || trait_call(&fs, index, &paths[index]))
+                        .await;
+                    if round > 0 {
+                        for (all, new) in samples[index].iter_mut().zip(taken.iter_mut()) {
+                            all.append(new);
+                        }
+                    }
+                }
+            }
+        });
+        for (shape, [bare, raw, remote]) in shapes.iter().zip(samples.iter_mut()) {
+            for list in [&mut *bare, &mut *raw, &mut *remote] {
+                list.sort();
+            }
+            let (b, r, t) = (
+                us(percentile(bare, 0.5)),
+                us(percentile(raw, 0.5)),
+                us(percentile(remote, 0.5)),
+            );
+            println!(
+                "| {placement} | {} | {b:.1} | {r:.1} | {:.2} | {t:.1} | {:.2} |",
+                shape.name,
+                r / b,
+                t / b
+            );
+        }
+        drop(server);
+        pin(&cpus);
+    }
+    println!(
+        "\nThe client (this process's thread, one current_thread runtime) is pinned to CPU {}; the \
+         server (`capfs serve`, every thread) and the bare echo to CPU {} or {}.",
+        cpus[0], cpus[0], cpus[1]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -278,7 +278,8 @@ pub struct ServeArgs {
         default_value_t = capfs::server::DEFAULT_MAX_BLOCKING_PER_CONNECTION
     )]
     pub max_blocking_per_connection: usize,
-    /// Threads that serve connections, each connection staying on one [default: one per core].
+    /// Threads that serve connections, each connection staying on one; 0 serves them all on
+    /// the accepting thread [default: one per core].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Time a streamed read or write may make no progress before it fails (seconds, or with a

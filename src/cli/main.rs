@@ -50,8 +50,8 @@ fn main() -> ExitCode {
         // file work takes at most --max-blocking threads of this runtime's pool (the margin is
         // for the rest: a finished task's thread not yet idle). A listening server's file work
         // runs in the pools of its connection threads, which share the same bound; this
-        // runtime only accepts.
-        let pool = if args.listen == "stdio" {
+        // runtime only accepts (with `--threads 0` it serves the connections itself).
+        let pool = if args.listen == "stdio" || args.threads == Some(0) {
             args.max_blocking.saturating_add(BLOCKING_MARGIN)
         } else {
             ACCEPTOR_BLOCKING_THREADS

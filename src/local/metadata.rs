@@ -1,10 +1,15 @@
 //! `create_directory`, `get_metadata` and `read_directory`.
 
+use std::ffi::OsStr;
 use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::{Inner, resolve, walk};
 use crate::error::with_path;
@@ -99,10 +104,14 @@ fn millis(time: SystemTime) -> i64 {
     }
 }
 
-/// A directory listed up to a bound: `entries` so far, and the rest still to read.
+/// Bytes of directory entries read per `getdents64`: a few hundred typical names.
+const LISTING_BUFFER_BYTES: usize = 32 * 1024;
+
+/// A directory listed up to a bound: `entries` so far, and the directory (read up to where the
+/// listing stopped) when there may be more.
 pub(crate) struct Listing {
     entries: Vec<ReadDirectoryEntry>,
-    rest: Option<cap_std::fs::ReadDir>,
+    rest: Option<OwnedFd>,
 }
 
 impl Listing {
@@ -116,8 +125,8 @@ impl Listing {
 
     /// Reads the rest of the directory.
     pub(crate) fn finish(mut self, path: &AbsolutePathBuf) -> io::Result<Vec<ReadDirectoryEntry>> {
-        if let Some(rest) = self.rest.take() {
-            list_into(&mut self.entries, rest, usize::MAX, path)?;
+        if let Some(dir) = self.rest.take() {
+            list_into(&mut self.entries, &dir, usize::MAX, path)?;
         }
         Ok(self.entries)
     }
@@ -130,7 +139,8 @@ pub(crate) fn read_directory(
     start_listing(fs, path, usize::MAX)?.finish(path)
 }
 
-/// Opens the directory at `path` and lists at most `bound` entries of it.
+/// Opens the directory at `path` and lists its entries until it ends or, at the end of a
+/// `getdents64` batch, `bound` are listed.
 pub(crate) fn start_listing(
     fs: &Inner,
     path: &AbsolutePathBuf,
@@ -140,45 +150,64 @@ pub(crate) fn start_listing(
     let root = resolved.root;
     let dir = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().open_dir(p))
         .map_err(|e| with_path(path, e))?;
+    // The directory was opened as a path only (O_PATH); reading its entries needs a handle
+    // that can: `.` of that same directory.
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = rustix::fs::openat(&dir, ".", flags, Mode::empty())
+        .map_err(|e| with_path(path, e.into()))?;
     let mut entries = Vec::new();
-    let rest = list_into(
-        &mut entries,
-        dir.entries().map_err(|e| with_path(path, e))?,
-        bound,
-        path,
-    )?;
-    Ok(Listing { entries, rest })
+    let more = list_into(&mut entries, &dir, bound, path)?;
+    Ok(Listing {
+        entries,
+        rest: more.then_some(dir),
+    })
 }
 
-/// Appends entries of `iter` to `entries` until it ends (`None`) or `entries` holds `bound`
-/// (the iterator, to go on from).
+/// Appends the entries of the open directory `dir`, from where its reading stands, to
+/// `entries`, with `getdents64` into one buffer (the kernel gives each entry's type; an entry
+/// whose type it leaves unknown is looked up without following it). Stops at the directory's
+/// end (false) or, once `entries` holds `bound`, at the end of a batch (true: the directory's
+/// position is then just past what was listed, so a later call goes on from there).
 fn list_into(
     entries: &mut Vec<ReadDirectoryEntry>,
-    mut iter: cap_std::fs::ReadDir,
+    dir: &OwnedFd,
     bound: usize,
     path: &AbsolutePathBuf,
-) -> io::Result<Option<cap_std::fs::ReadDir>> {
-    while entries.len() < bound {
-        let Some(entry) = iter.next() else {
-            return Ok(None);
+) -> io::Result<bool> {
+    let mut buffer = vec![MaybeUninit::<u8>::uninit(); LISTING_BUFFER_BYTES];
+    let mut batch = RawDir::new(dir, &mut buffer);
+    loop {
+        if entries.len() >= bound && batch.is_buffer_empty() {
+            return Ok(true);
+        }
+        let entry = match batch.next() {
+            None => return Ok(false),
+            // The directory was removed while listed: nothing more is in it.
+            Some(Err(rustix::io::Errno::NOENT)) => return Ok(false),
+            Some(Err(e)) => return Err(with_path(path, e.into())),
+            Some(Ok(entry)) => entry,
         };
-        let entry = entry.map_err(|e| with_path(path, e))?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
         let file_type = match entry.file_type() {
-            Ok(file_type) => file_type,
-            // Removed between readdir and lstat: it is no longer there to list.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(with_path(path, e)),
+            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                // Removed between readdir and lstat: it is no longer there to list.
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => return Err(with_path(path, e.into())),
+            },
+            known => known,
         };
-        let name = entry.file_name();
         entries.push(ReadDirectoryEntry {
             file_name: name.to_string_lossy().into_owned(),
             lossy_name: name.to_str().is_none(),
-            is_directory: file_type.is_dir(),
-            is_file: file_type.is_file(),
-            is_symlink: file_type.is_symlink(),
+            is_directory: file_type == FileType::Directory,
+            is_file: file_type == FileType::RegularFile,
+            is_symlink: file_type == FileType::Symlink,
         });
     }
-    Ok(Some(iter))
 }
 
 pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBuf> {

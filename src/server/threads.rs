@@ -57,7 +57,10 @@ impl ConnectionThreads {
         connections: &TaskTracker,
         cut: &CancellationToken,
     ) -> io::Result<Self> {
-        let pool = max_blocking.saturating_add(POOL_MARGIN).div_ceil(count).max(1);
+        let pool = max_blocking
+            .saturating_add(POOL_MARGIN)
+            .div_ceil(count)
+            .max(1);
         // Built before the first thread starts: if a later one cannot start, dropping this cuts
         // (and so stops) those already running.
         let mut threads = Self {

@@ -331,6 +331,16 @@ async fn zero_and_nonsense_limits_are_refused_at_start_up() {
             "--max-blocking-per-connection 0:",
         ),
         ("--stream-idle-timeout", "0", "--stream-idle-timeout 0ns:"),
+        (
+            "--threads",
+            "5000",
+            "--threads 5000: must be from 0 to 1024",
+        ),
+        (
+            "--threads",
+            "many",
+            "invalid value 'many' for '--threads <N>'",
+        ),
     ];
     for (flag, value, message) in cases {
         let run = tokio::process::Command::new(BIN)
@@ -511,6 +521,38 @@ async fn a_listed_name_reaches_that_entry_and_no_other() {
     assert_eq!(listing["result"]["entries"].as_array().unwrap().len(), 1);
     drop((fs, peer));
     server.stop().await;
+}
+
+/// `--threads 0` serves every connection on the accepting thread, `--threads 1` on one thread
+/// beside it: both serve clients at once, streams included, and stop cleanly.
+#[tokio::test]
+async fn any_thread_count_serves_clients_at_once() {
+    for threads in ["0", "1", "3"] {
+        let (_dir, ws) = workspace();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(ws.join("big"), &data).unwrap();
+        let args = [
+            "--root".as_ref(),
+            ws.as_os_str(),
+            "--threads".as_ref(),
+            threads.as_ref(),
+        ];
+        let server = ServerProcess::start_with(&args, &[]).await;
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            let client = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
+                .await
+                .unwrap();
+            clients.push(client);
+        }
+        let path = abs(&ws.join("big"));
+        let reads = futures_util::future::join_all(clients.iter().map(|c| c.read_file(&path)));
+        for read in reads.await {
+            assert!(read.unwrap() == data, "--threads {threads}");
+        }
+        drop(clients);
+        server.stop().await;
+    }
 }
 
 /// How many threads of this process run a server's connections (their names, cut to the
