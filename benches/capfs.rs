@@ -4,7 +4,9 @@
 //! - `small`: one remote call at a time and 64 in flight on one connection, from a plain
 //!   tokio-tungstenite client and through `RemoteFileSystem`, against the cheapest WebSocket
 //!   server tokio-tungstenite allows (one task, `current_thread` runtime) answering every message
-//!   with a message of the size capfs answers.
+//!   with a message of the size capfs answers; then the default server against `--threads 1`
+//!   and a work-stealing runtime, and every call with the client and the server pinned to one
+//!   CPU and to two (where the scheduler leaves them decides a round trip on a virtual machine).
 //! - `bulk`: 256 MiB through the `capfs get`/`capfs put` binary against OpenSSH's sftp-server
 //!   reached through a pipe (`sftp -D`, no encryption), alternated in one run, beside a raw
 //!   loopback TCP copy and a local `cp`; the peak memory of both ends.
@@ -673,7 +675,6 @@ fn small_section(scratch: &Path) {
         }
     });
     drop(one_thread);
-    placement_table(&root, &shapes, &paths, &current);
 
     header(
         "Remote small calls, one at a time (microseconds per round trip)",
@@ -770,6 +771,7 @@ fn small_section(scratch: &Path) {
          multi_thread runtime with a worker per core, so each message may be read on one worker \
          and answered on the other."
     );
+    placement_table(&root, &shapes, &paths, &current);
     drop(server);
 }
 
