@@ -135,9 +135,11 @@ impl Progress {
     }
 }
 
-/// A synchronous writer behind `AsyncWrite`: the client's runtime has nothing else to do while
-/// a transfer runs, and a page-cache write takes microseconds, so this is cheaper than
-/// `tokio::fs::File`, which hands every write to the blocking pool.
+/// A synchronous reader or writer behind `AsyncRead`/`AsyncWrite`: the client's runtime has
+/// nothing else to do while a transfer runs, and a page-cache read or write takes microseconds,
+/// so this is cheaper than `tokio::fs::File`, which hands every call to the blocking pool and
+/// copies through a buffer of its own (a `put` of 256 MiB took 0.20-0.23 s this way against
+/// 0.28-0.38 s through `tokio::fs::File`, alternated in one run).
 /// It remembers whether a write failed, so that a failed stream is blamed on the right side.
 struct Direct<W> {
     inner: W,
@@ -178,6 +180,18 @@ impl<W: Write + Unpin> AsyncWrite for Direct<W> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<()>> {
         self.poll_flush(cx)
+    }
+}
+
+impl<R: std::io::Read + Unpin> AsyncRead for Direct<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let n = self.inner.read(buf.initialize_unfilled())?;
+        buf.advance(n);
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -343,8 +357,15 @@ impl Source {
         }
         // A pipe, `/dev/stdin` or a device says size 0 (or nothing useful): read to the end.
         let size = metadata.is_file().then_some(metadata.len());
+        // A regular file is read in place; a pipe or a device through tokio, as its reads may
+        // wait for a writer.
+        let reader: Box<dyn AsyncRead + Unpin + Send> = if metadata.is_file() {
+            Box::new(Direct::new(file.into_std().await))
+        } else {
+            Box::new(file)
+        };
         Ok(Self {
-            reader: Box::new(file),
+            reader,
             size,
             mode: Some(permission_bits(metadata.permissions().mode())),
             modified_at_ms: metadata.modified().ok().and_then(millis),
