@@ -84,6 +84,7 @@ impl StagedFile {
         }
         let name = match self.name.take() {
             Some(name) => name,
+            None if link_as_new(&self.file, &self.parent, &self.target) => return Ok(()),
             None => self.link_anonymous()?,
         };
         rustix::fs::renameat(&self.parent, &name, &self.parent, &self.target).map_err(|e| {
@@ -110,6 +111,25 @@ impl StagedFile {
         })?;
         Ok(name)
     }
+}
+
+/// Links the nameless `file` (or one with a temporary name) into `parent` as `name` when no
+/// entry has that name: the file appears whole under its name in one step, with no temporary
+/// name and no rename. False when `name` exists, or when the file cannot be linked this way
+/// (no procfs); the caller then renames over `name`, which reports any error that is real.
+pub(crate) fn link_as_new(file: &impl rustix::fd::AsFd, parent: &Dir, name: &OsStr) -> bool {
+    let Ok(proc_self_fd) = rustix_linux_procfs::proc_self_fd() else {
+        return false;
+    };
+    let fd = rustix::path::DecInt::from_fd(file.as_fd());
+    rustix::fs::linkat(
+        proc_self_fd,
+        fd.as_c_str(),
+        parent,
+        name,
+        AtFlags::SYMLINK_FOLLOW,
+    )
+    .is_ok()
 }
 
 impl Drop for StagedFile {

@@ -11,7 +11,7 @@ use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
 use super::resolve::{MAX_SYMLINK_HOPS, symlink_loop};
-use super::stage::StagedFile;
+use super::stage::{StagedFile, link_as_new};
 use super::walk;
 use super::{Inner, resolve};
 use crate::error::{self, with_path};
@@ -171,9 +171,10 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
 /// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
-/// has no name while it is filled (O_TMPFILE); Linux cannot rename an unnamed file over
-/// another, so it is linked under a random name just before the rename, and a crash in that
-/// instant leaves a whole copy under that name (never a partial file at `name`).
+/// has no name while it is filled (O_TMPFILE). When `name` does not exist the file is linked
+/// under it directly; otherwise (Linux cannot rename an unnamed file over another) it is linked
+/// under a random name just before the rename, and a crash in that instant leaves a whole copy
+/// under that name (never a partial file at `name`).
 ///
 /// `permissions` are applied without their setuid, setgid and sticky bits, as the kernel drops
 /// setuid and setgid when another user writes a file: a copy or rewrite of a privileged program
@@ -191,6 +192,11 @@ pub(crate) fn replace_file(
             permissions.mode() & PLAIN_MODE_BITS,
         ));
         temp.as_file().set_permissions(plain)?;
+    }
+    // A new name needs no rename: the file is linked under it whole (dropping `temp` then
+    // removes nothing but its own temporary name, if it had one).
+    if link_as_new(temp.as_file(), parent, name) {
+        return Ok(());
     }
     temp.replace(name)
 }
