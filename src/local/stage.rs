@@ -175,3 +175,37 @@ fn with_random_name<T>(
         "too many temporary files exist",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    /// A new name gets the file by a link; an existing one keeps its content until the rename
+    /// replaces it; no temporary name is left either way.
+    #[test]
+    fn commits_link_new_names_and_rename_over_existing_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let open = || Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let mut staged = StagedFile::new(open(), OsStr::new("new"), None).unwrap();
+        staged.write(b"first").unwrap();
+        // Not linkable under a name that is taken, which keeps its content.
+        std::fs::write(tmp.path().join("taken"), b"old").unwrap();
+        assert!(!link_as_new(&staged.file, &open(), OsStr::new("taken")));
+        assert_eq!(std::fs::read(tmp.path().join("taken")).unwrap(), b"old");
+        staged.commit(WriteOptions::default()).unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("new")).unwrap(), b"first");
+
+        let mut staged = StagedFile::new(open(), OsStr::new("taken"), None).unwrap();
+        staged.write(b"second").unwrap();
+        staged.commit(WriteOptions::default()).unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("taken")).unwrap(), b"second");
+
+        let mut names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["new", "taken"]);
+    }
+}
