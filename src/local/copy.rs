@@ -111,17 +111,25 @@ fn copy_file(
             error::COPY_ONTO_ITSELF,
         ));
     }
-    write_copy(&file, &source_metadata, &target.parent, &target.name)
+    let free = target.existing.is_none();
+    write_copy(&file, &source_metadata, &target.parent, &target.name, free)
         .map_err(|e| with_path(destination, e))
 }
 
 /// Copies `file` (whose metadata at opening is `metadata`) into a new file that replaces `name`
 /// in `parent`, with its permissions (without setuid and setgid, see [`replace_file`]). The
 /// data moves inside the kernel and holes stay holes (see `contents.rs`).
-fn write_copy(file: &File, metadata: &Metadata, parent: &Dir, name: &OsStr) -> io::Result<()> {
+fn write_copy(
+    file: &File,
+    metadata: &Metadata,
+    parent: &Dir,
+    name: &OsStr,
+    name_is_free: bool,
+) -> io::Result<()> {
     let len = metadata.len();
     let sparse = metadata.blocks().saturating_mul(512) < len;
-    replace_file(parent, name, Some(metadata.permissions()), |out| {
+    let permissions = Some(metadata.permissions());
+    replace_file(parent, name, permissions, name_is_free, |out| {
         contents::copy_contents(file, &*out, len, sparse)
     })
 }
@@ -309,7 +317,9 @@ fn copy_entries(
                 }
                 Err(e) => return Err(src_err(e)),
             };
-            write_copy(&file, &metadata, dst_dir, &name).map_err(|e| with_path(destination, e))?;
+            // A tree is usually copied into a new directory: its names are taken to be free.
+            write_copy(&file, &metadata, dst_dir, &name, true)
+                .map_err(|e| with_path(destination, e))?;
         }
     }
     Ok(subdirs)

@@ -32,6 +32,9 @@ pub(crate) struct StagedFile {
     name: Option<OsString>,
     /// Permission bits to give the file: the existing file's, when there was one.
     keep_mode: Option<u32>,
+    /// Nothing had the target's name when the write started: the commit first tries to link
+    /// the file under it directly.
+    name_is_free: bool,
 }
 
 impl std::fmt::Debug for StagedFile {
@@ -42,8 +45,14 @@ impl std::fmt::Debug for StagedFile {
 
 impl StagedFile {
     /// A new empty file in `parent`, to replace `target` there once complete. `keep_mode` are
-    /// the permission bits of the file it replaces, if any.
-    pub(crate) fn new(parent: Dir, target: &OsStr, keep_mode: Option<u32>) -> io::Result<Self> {
+    /// the permission bits of the file it replaces, if any; `name_is_free` says nothing had
+    /// the name when the write started.
+    pub(crate) fn new(
+        parent: Dir,
+        target: &OsStr,
+        keep_mode: Option<u32>,
+        name_is_free: bool,
+    ) -> io::Result<Self> {
         let flags = OFlags::CLOEXEC | OFlags::TMPFILE | OFlags::WRONLY;
         let (file, name) = match rustix::fs::openat(&parent, ".", flags, Mode::from_raw_mode(0o666))
         {
@@ -63,6 +72,7 @@ impl StagedFile {
             file,
             name,
             keep_mode,
+            name_is_free,
         })
     }
 
@@ -84,7 +94,9 @@ impl StagedFile {
         }
         let name = match self.name.take() {
             Some(name) => name,
-            None if link_as_new(&self.file, &self.parent, &self.target) => return Ok(()),
+            None if self.name_is_free && link_as_new(&self.file, &self.parent, &self.target) => {
+                return Ok(());
+            }
             None => self.link_anonymous()?,
         };
         rustix::fs::renameat(&self.parent, &name, &self.parent, &self.target).map_err(|e| {
@@ -187,7 +199,7 @@ mod tests {
     fn commits_link_new_names_and_rename_over_existing_ones() {
         let tmp = tempfile::tempdir().unwrap();
         let open = || Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
-        let mut staged = StagedFile::new(open(), OsStr::new("new"), None).unwrap();
+        let mut staged = StagedFile::new(open(), OsStr::new("new"), None, true).unwrap();
         staged.write(b"first").unwrap();
         // Not linkable under a name that is taken, which keeps its content.
         std::fs::write(tmp.path().join("taken"), b"old").unwrap();
@@ -196,7 +208,7 @@ mod tests {
         staged.commit(WriteOptions::default()).unwrap();
         assert_eq!(std::fs::read(tmp.path().join("new")).unwrap(), b"first");
 
-        let mut staged = StagedFile::new(open(), OsStr::new("taken"), None).unwrap();
+        let mut staged = StagedFile::new(open(), OsStr::new("taken"), None, false).unwrap();
         staged.write(b"second").unwrap();
         staged.commit(WriteOptions::default()).unwrap();
         assert_eq!(std::fs::read(tmp.path().join("taken")).unwrap(), b"second");

@@ -37,7 +37,8 @@ pub(crate) fn stage(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<StagedFile
     let keep_mode = target
         .existing_file_permissions(path)?
         .map(|p| cap_std::fs::PermissionsExt::mode(&p));
-    StagedFile::new(target.parent, &target.name, keep_mode).map_err(|e| with_path(path, e))
+    let free = target.existing.is_none();
+    StagedFile::new(target.parent, &target.name, keep_mode, free).map_err(|e| with_path(path, e))
 }
 
 /// Sets a file's modification time to `ms` milliseconds after the Unix epoch (its access time
@@ -76,7 +77,8 @@ fn write_with(
             mode & PLAIN_MODE_BITS,
         )));
     }
-    replace_file(&target.parent, &target.name, permissions, |file| {
+    let free = target.existing.is_none();
+    replace_file(&target.parent, &target.name, permissions, free, |file| {
         fill(file)?;
         if let Some(ms) = options.modified_at_ms {
             set_modified_ms(file, ms)?;
@@ -171,8 +173,8 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
 /// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
-/// has no name while it is filled (O_TMPFILE). When `name` does not exist the file is linked
-/// under it directly; otherwise (Linux cannot rename an unnamed file over another) it is linked
+/// has no name while it is filled (O_TMPFILE). When `name` was found free (`name_is_free`)
+/// and still is, the file is linked under it directly; otherwise (Linux cannot rename an unnamed file over another) it is linked
 /// under a random name just before the rename, and a crash in that instant leaves a whole copy
 /// under that name (never a partial file at `name`).
 ///
@@ -183,6 +185,7 @@ pub(crate) fn replace_file(
     parent: &Dir,
     name: &OsStr,
     permissions: Option<Permissions>,
+    name_is_free: bool,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut temp = TempFile::new(parent)?;
@@ -194,8 +197,9 @@ pub(crate) fn replace_file(
         temp.as_file().set_permissions(plain)?;
     }
     // A new name needs no rename: the file is linked under it whole (dropping `temp` then
-    // removes nothing but its own temporary name, if it had one).
-    if link_as_new(temp.as_file(), parent, name) {
+    // removes nothing but its own temporary name, if it had one). Tried only where the name
+    // was found free, so that a replace does not pay for a link that must fail.
+    if name_is_free && link_as_new(temp.as_file(), parent, name) {
         return Ok(());
     }
     temp.replace(name)
