@@ -21,7 +21,7 @@ type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// finished task's thread is not idle yet when the next task is spawned, so a pool capped at
 /// exactly the permit count would still start new threads, and one with no cap would run past
 /// the bound.
-pub(crate) const POOL_MARGIN: usize = 16;
+const POOL_MARGIN: usize = 16;
 
 struct Worker {
     jobs: mpsc::UnboundedSender<Job>,
