@@ -292,6 +292,19 @@ pub struct ServeArgs {
     pub read_limit: u64,
 }
 
+impl ServeArgs {
+    /// Threads that run the connections: none (the command's own runtime) for a stdio
+    /// server's one connection and for `--threads 0`, else `--threads` or one per core.
+    pub fn connection_threads(&self) -> usize {
+        if self.listen == "stdio" {
+            return 0;
+        }
+        self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+}
+
 /// A size flag's value: bytes, or a number with a K, M, G or T suffix (`64M`, `1G`).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     capfs::server::parse_size(text).map_err(|e| e.to_string())

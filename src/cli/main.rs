@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         // for the rest: a finished task's thread not yet idle). A listening server's file work
         // runs in the pools of its connection threads, which share the same bound; this
         // runtime only accepts (with `--threads 0` it serves the connections itself).
-        let pool = if args.listen == "stdio" || args.threads == Some(0) {
+        let pool = if args.connection_threads() == 0 {
             args.max_blocking.saturating_add(BLOCKING_MARGIN)
         } else {
             ACCEPTOR_BLOCKING_THREADS
@@ -473,14 +473,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_blocking: args.max_blocking,
         max_blocking_per_connection: args.max_blocking_per_connection,
         stream_idle_timeout: args.stream_idle_timeout,
-        // A stdio server has its one connection on the command's own runtime.
-        connection_threads: if stdio {
-            0
-        } else {
-            args.threads.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-            })
-        },
+        connection_threads: args.connection_threads(),
         audit,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cap_std::fs::Dir;
+use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
@@ -109,18 +110,7 @@ impl StagedFile {
     /// Gives the nameless file a random name in its directory (Linux cannot rename a nameless
     /// file over another).
     fn link_anonymous(&self) -> io::Result<OsString> {
-        use rustix::fd::AsFd;
-        let proc_self_fd = rustix_linux_procfs::proc_self_fd()?;
-        let fd = rustix::path::DecInt::from_fd(self.file.as_fd());
-        let (_, name) = with_random_name(|name| {
-            rustix::fs::linkat(
-                proc_self_fd,
-                fd.as_c_str(),
-                &self.parent,
-                name,
-                AtFlags::SYMLINK_FOLLOW,
-            )
-        })?;
+        let (_, name) = with_random_name(|name| link_by_fd(&self.file, &self.parent, name))?;
         Ok(name)
     }
 }
@@ -129,10 +119,14 @@ impl StagedFile {
 /// entry has that name: the file appears whole under its name in one step, with no temporary
 /// name and no rename. False when `name` exists, or when the file cannot be linked this way
 /// (no procfs); the caller then renames over `name`, which reports any error that is real.
-pub(crate) fn link_as_new(file: &impl rustix::fd::AsFd, parent: &Dir, name: &OsStr) -> bool {
-    let Ok(proc_self_fd) = rustix_linux_procfs::proc_self_fd() else {
-        return false;
-    };
+pub(crate) fn link_as_new(file: &impl AsFd, parent: &Dir, name: &OsStr) -> bool {
+    link_by_fd(file, parent, name).is_ok()
+}
+
+/// Links the open `file` into `parent` as `name` through its `/proc/self/fd` entry (the only
+/// way to name an O_TMPFILE file without privileges); fails with `EEXIST` if `name` exists.
+fn link_by_fd(file: &impl AsFd, parent: &Dir, name: &OsStr) -> rustix::io::Result<()> {
+    let proc_self_fd = rustix_linux_procfs::proc_self_fd()?;
     let fd = rustix::path::DecInt::from_fd(file.as_fd());
     rustix::fs::linkat(
         proc_self_fd,
@@ -141,7 +135,6 @@ pub(crate) fn link_as_new(file: &impl rustix::fd::AsFd, parent: &Dir, name: &OsS
         name,
         AtFlags::SYMLINK_FOLLOW,
     )
-    .is_ok()
 }
 
 impl Drop for StagedFile {

@@ -174,9 +174,9 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 /// Writes a new file with `fill` and renames it over `name` in `parent`: readers see the old
 /// or the new content, never a mix, and a failure leaves `name` as it was. The temporary file
 /// has no name while it is filled (O_TMPFILE). When `name` was found free (`name_is_free`)
-/// and still is, the file is linked under it directly; otherwise (Linux cannot rename an unnamed file over another) it is linked
-/// under a random name just before the rename, and a crash in that instant leaves a whole copy
-/// under that name (never a partial file at `name`).
+/// and still is, the file is linked under it directly; otherwise, as Linux cannot rename an
+/// unnamed file over another, it is linked under a random name just before the rename, and a
+/// crash in that instant leaves a whole copy under that name (never a partial file at `name`).
 ///
 /// `permissions` are applied without their setuid, setgid and sticky bits, as the kernel drops
 /// setuid and setgid when another user writes a file: a copy or rewrite of a privileged program

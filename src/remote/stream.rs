@@ -13,9 +13,9 @@ use super::client::{Downloads, connection_lost, finish};
 use crate::error::{check_stream_size, stream_ended_early};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
-    DATA_FRAME_HEADER_LEN, ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header,
-    data_frame_last_header,
+    ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header, data_frame_last_header,
 };
+use crate::transport::ws::start_frame;
 use crate::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Data frames a streamed read may have queued between the socket and its consumer.
@@ -131,8 +131,7 @@ impl RemoteFileSystem {
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
             .await?;
         let header = data_frame_header(stream_id);
-        // Frames are built here and split off as they are queued; once the writer has sent
-        // all of them, the same memory holds the next ones (no fresh pages per frame).
+        // Frames are built here and split off as they are queued (see `start_frame`).
         let mut frames = BytesMut::new();
         let mut sent = 0u64;
         loop {
@@ -149,10 +148,7 @@ impl RemoteFileSystem {
                 ));
             }
             let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
-            if frames.capacity() < DATA_FRAME_HEADER_LEN + want {
-                frames.reserve(FRAME_ARENA_BYTES);
-            }
-            frames.extend_from_slice(&header);
+            start_frame(&mut frames, &header, want);
             let n = fill(&mut *reader, &mut frames, want)
                 .await
                 .inspect_err(|_| client.abort_upload(&header))?;
@@ -188,9 +184,6 @@ impl RemoteFileSystem {
         Ok(sent)
     }
 }
-
-/// Room a streamed write's frames get at a time (four frames).
-const FRAME_ARENA_BYTES: usize = 4 * (DATA_FRAME_HEADER_LEN + DATA_CHUNK_BYTES);
 
 /// Appends up to `want` bytes of `reader` to `buffer`, fewer only at its end; returns how many.
 async fn fill(

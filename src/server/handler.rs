@@ -311,23 +311,14 @@ fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
 pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> String {
     match reply {
         Ok(Payload::FileData(data)) => {
-            let id = serde_json::to_string(&id).expect("ids always serialize");
-            let mut text = String::with_capacity(
-                base64_len(data.len() as u64) as usize + id.len() + REPLY_ENVELOPE_BYTES,
-            );
-            text.push_str(r#"{"id":"#);
-            text.push_str(&id);
-            text.push_str(r#","result":{"dataBase64":""#);
+            let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
+            text.push_str(r#"{"dataBase64":""#);
             STANDARD.encode_string(&data, &mut text);
             text.push_str(r#""}}"#);
             text
         }
         Ok(Payload::Text(result)) => {
-            let id = serde_json::to_string(&id).expect("ids always serialize");
-            let mut text = String::with_capacity(result.len() + id.len() + REPLY_ENVELOPE_BYTES);
-            text.push_str(r#"{"id":"#);
-            text.push_str(&id);
-            text.push_str(r#","result":"#);
+            let mut text = result_opening(&id, result.len());
             text.push_str(&result);
             text.push('}');
             text
@@ -335,6 +326,16 @@ pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> 
         Ok(Payload::Json(value)) => reply_message(id, Ok(value)).to_text(),
         Err(error) => reply_message(id, Err(error)).to_text(),
     }
+}
+
+/// `{"id":<id>,"result":` with room for a result of `result_len` bytes and the closing brace.
+fn result_opening(id: &RequestId, result_len: usize) -> String {
+    let id = serde_json::to_string(id).expect("ids always serialize");
+    let mut text = String::with_capacity(result_len + id.len() + REPLY_ENVELOPE_BYTES);
+    text.push_str(r#"{"id":"#);
+    text.push_str(&id);
+    text.push_str(r#","result":"#);
+    text
 }
 
 /// The response or error answering request `id` with `reply`.

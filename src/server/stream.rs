@@ -41,6 +41,7 @@ use crate::protocol::{
     DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
     RequestId, StreamResponse, WriteStreamParams, data_frame_header,
 };
+use crate::transport::ws::start_frame;
 use crate::{ExecutorFileSystem, WriteOptions};
 
 /// Chunks a streamed write may have queued between the socket and the backend.
@@ -328,15 +329,9 @@ struct FrameWriter {
     max_bytes: Option<u64>,
     sent: u64,
     over_limit: bool,
-    /// Where frames are built, each split off as it is queued: once the writer has sent every
-    /// frame of it, its memory is used again instead of a fresh allocation (whose pages the
-    /// kernel would zero and fault in, for every frame).
+    /// Where frames are built, each split off as it is queued (see `transport::ws::start_frame`).
     frames: BytesMut,
 }
-
-/// Room [`FrameWriter::frames`] is given at a time: the frames a reply queue of a few messages
-/// holds, so that by the time it fills again the writer has usually sent them all.
-const FRAME_ARENA_BYTES: usize = 4 * (DATA_FRAME_HEADER_LEN + DATA_CHUNK_BYTES);
 
 impl FrameWriter {
     fn new(out: mpsc::Sender<WsMessage>, stream_id: u64, idle: Duration, work: StreamWork) -> Self {
@@ -402,10 +397,7 @@ impl AsyncWrite for FrameWriter {
             n = (n as u64).min(max - this.sent) as usize;
         }
         this.sent += n as u64;
-        if this.frames.capacity() < DATA_FRAME_HEADER_LEN + n {
-            this.frames.reserve(FRAME_ARENA_BYTES);
-        }
-        this.frames.extend_from_slice(&this.header);
+        start_frame(&mut this.frames, &this.header, n);
         this.frames.extend_from_slice(&buf[..n]);
         slot.send(WsMessage::Binary(this.frames.split().freeze()));
         this.queued = Some(n);
