@@ -331,6 +331,23 @@ pub trait ExecutorFileSystem: Send + Sync {
         Ok(data.len() as u64)
     }
 
+    /// Opens a regular file to be read straight from its descriptor, by a caller that moves its
+    /// contents itself (the server reads them straight into its data frames). `None` when this
+    /// file system has no descriptor to give, or when reading one could block for long (a root
+    /// not on a local disk): the caller then uses [`read_file_to`](Self::read_file_to). The
+    /// default is `None`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file_to`](Self::read_file_to).
+    async fn open_for_transfer(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<Option<std::fs::File>> {
+        let _ = path;
+        Ok(None)
+    }
+
     /// Replaces the file at `path` atomically with what `reader` yields: exactly `size` bytes,
     /// or everything up to the reader's end when `size` is `None`. `progress` gets the running
     /// byte count; the result is the number of bytes written. A reader that fails, ends early or

@@ -233,6 +233,19 @@ impl ExecutorFileSystem for LocalFileSystem {
         Ok(sent)
     }
 
+    async fn open_for_transfer(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<Option<std::fs::File>> {
+        // Opening never blocks on a local disk, and a read there blocks only as long as an
+        // inline read does; elsewhere the caller reads through the blocking pool.
+        if !self.runs_inline(path) {
+            return Ok(None);
+        }
+        let (file, _) = read::open_regular(&self.inner, path)?;
+        Ok(Some(file))
+    }
+
     async fn write_file_from(
         &self,
         path: &AbsolutePathBuf,

@@ -20,6 +20,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
 use super::handler::{self, Payload, send, send_reply};
+use super::outgoing::{self, DirectSocket, Outgoing};
 use super::session::{FsCall, Session, Step};
 use super::stream::{self, StreamContext};
 use super::work::{Permits, Work};
@@ -29,8 +30,9 @@ use crate::protocol::{
     ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
 };
 
-/// Messages queued for one connection's writer. With data frames of 256 KiB this bounds what a
-/// streamed read can have in memory at 8 MiB per connection.
+/// Messages queued for one connection's writer. Where a streamed read's data frames go through
+/// the queue (not read by the writer itself, see `outgoing.rs`), this bounds them at 8 MiB per
+/// connection.
 const OUT_QUEUE_MESSAGES: usize = 32;
 
 /// What every connection of one server shares.
@@ -67,6 +69,8 @@ pub(crate) struct Connection {
     work: Work,
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
+    /// The writer writes data frames of local files into the socket itself (see `outgoing.rs`).
+    direct_frames: bool,
 }
 
 impl Connection {
@@ -91,22 +95,24 @@ impl Connection {
             admitted,
             work,
             uploads: HashMap::new(),
+            direct_frames: false,
         }
     }
 
     pub(crate) async fn run<S>(
         mut self,
         ws: tokio_tungstenite::WebSocketStream<S>,
+        socket: Option<DirectSocket>,
         stop: CancellationToken,
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sink, mut stream) = ws.split();
-        let (out_tx, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
+        let (out_tx, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
-        let writer = AbortOnDropHandle::new(tokio::spawn(crate::transport::ws::write_queued(
-            sink, out_rx,
-        )));
+        self.direct_frames = socket.is_some();
+        let writer =
+            AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(sink, socket, out_rx)));
         let idle = self.shared.config.stream_idle_timeout;
         loop {
             let incoming = tokio::select! {
@@ -134,7 +140,7 @@ impl Connection {
                         )
                         .into(),
                     };
-                    let _ = out_tx.send(WsMessage::Close(Some(close))).await;
+                    send(&out_tx, WsMessage::Close(Some(close))).await;
                     break;
                 }
                 Some(Err(e)) => {
@@ -155,7 +161,7 @@ impl Connection {
         let _ = writer.await;
     }
 
-    async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<WsMessage>) {
+    async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
         match self.session.receive(bytes) {
             Step::Reply(message) => send(out, WsMessage::text(message.to_text())).await,
             Step::Answer { request, reply } => {
@@ -188,7 +194,7 @@ impl Connection {
     /// Sends a reply decided here, without running the request, and logs it.
     async fn answer(
         &self,
-        out: &mpsc::Sender<WsMessage>,
+        out: &mpsc::Sender<Outgoing>,
         log: RequestLog,
         id: RequestId,
         reply: Result<Value, ErrorObject>,
@@ -205,18 +211,19 @@ impl Connection {
         ErrorObject::new(SERVER_BUSY, message)
     }
 
-    fn stream_context(&self, out: &mpsc::Sender<WsMessage>) -> StreamContext {
+    fn stream_context(&self, out: &mpsc::Sender<Outgoing>) -> StreamContext {
         StreamContext {
             fs: Arc::clone(&self.shared.fs),
             work: self.work.clone(),
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
+            direct_frames: self.direct_frames,
         }
     }
 
     /// Runs a request that passed the handshake rules. Never waits for a slot: a request is
     /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
-    async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<WsMessage>) {
+    async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<Outgoing>) {
         let FsCall { id, method, params } = call;
         let log = self.request_log(&method, params.as_ref());
         let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {

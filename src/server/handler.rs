@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit;
+use super::outgoing::Outgoing;
 use crate::error;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD,
@@ -352,14 +353,14 @@ pub(crate) fn error_message(id: RequestId, error: ErrorObject) -> Message {
 
 /// Queues the reply to request `id`, serialised straight into the frame's text.
 pub(crate) async fn send_reply(
-    out: &mpsc::Sender<WsMessage>,
+    out: &mpsc::Sender<Outgoing>,
     id: RequestId,
     reply: Result<Payload, ErrorObject>,
 ) {
     send(out, WsMessage::text(reply_text(id, reply))).await;
 }
 
-pub(crate) async fn send(out: &mpsc::Sender<WsMessage>, message: WsMessage) {
+pub(crate) async fn send(out: &mpsc::Sender<Outgoing>, message: WsMessage) {
     // A closed writer means the peer is gone; there is no one left to tell.
-    let _ = out.send(message).await;
+    let _ = out.send(Outgoing::Message(message)).await;
 }

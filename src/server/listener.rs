@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
+use super::outgoing::SharedSocket;
 use super::threads::ConnectionThreads;
 use crate::ExecutorFileSystem;
 use crate::transport::stdio::EndAsStop;
@@ -401,10 +402,14 @@ async fn serve_connection(
             Ok(response)
         };
         let config = ws_config(&shared.config);
+        // Shared with the connection's writer, which writes data frames into it.
+        let shared_socket = SharedSocket::new(Arc::new(stream));
+        let socket = shared_socket.direct();
         let ws =
-            tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await?;
+            tokio_tungstenite::accept_hdr_async_with_config(shared_socket, callback, Some(config))
+                .await?;
         let permit = permit.expect("an accepted handshake took a connection slot");
-        Ok::<_, WsError>(Some((ws, permit)))
+        Ok::<_, WsError>(Some((ws, socket, permit)))
     };
     let deadline = shared.config.handshake_timeout;
     // A handshake has no request to finish: at shutdown it is dropped at once.
@@ -418,12 +423,12 @@ async fn serve_connection(
         }),
     };
     drop(handshake);
-    let Some((ws, permit)) = accepted?? else {
+    let Some((ws, socket, permit)) = accepted?? else {
         return Ok(());
     };
     tracing::debug!(connection = id, %peer, "connected");
     Connection::new(shared, id, peer.to_string().into())
-        .run(ws, stop)
+        .run(ws, Some(socket), stop)
         .await;
     drop(permit);
     tracing::debug!(connection = id, %peer, "disconnected");
@@ -532,7 +537,7 @@ where
     .await;
     let shutdown_timeout = config.shutdown_timeout;
     let shared = Arc::new(Shared::new(fs, config));
-    let run = Connection::new(shared, 1, peer.into()).run(ws, stop.clone());
+    let run = Connection::new(shared, 1, peer.into()).run(ws, None, stop.clone());
     tokio::pin!(run);
     tokio::pin!(shutdown);
     tokio::select! {

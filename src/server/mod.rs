@@ -5,15 +5,17 @@
 //! stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
 //! loop, its in-flight bound and its shutdown drain; `session.rs` applies the handshake rules to
 //! each message; `handler.rs` maps a request to one trait call and its result back to the wire;
-//! `stream.rs` carries the data-frame extension; `audit.rs` writes one line per request;
-//! `config.rs` holds the limits; `threads.rs` runs connections on threads of their own, each
-//! with a `current_thread` runtime.
+//! `stream.rs` carries the data-frame extension; `outgoing.rs` is the connection's writer, which
+//! on TCP reads and writes the data frames of local files itself; `audit.rs` writes one line per
+//! request; `config.rs` holds the limits; `threads.rs` runs connections on threads of their own,
+//! each with a `current_thread` runtime.
 
 mod audit;
 mod config;
 mod connection;
 mod handler;
 mod listener;
+mod outgoing;
 mod session;
 mod stream;
 mod threads;

@@ -35,6 +35,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::RequestLog;
 use super::handler::{Payload, invalid_input, parse, send_reply};
+use super::outgoing::{Outgoing, SpanQueue};
 use super::work::{Permits, StreamWork, Work};
 use crate::error::{stream_aborted, stream_idle, too_large};
 use crate::protocol::{
@@ -69,7 +70,9 @@ pub(crate) struct StreamContext {
     pub(crate) fs: Arc<dyn ExecutorFileSystem>,
     pub(crate) work: Work,
     pub(crate) idle: Duration,
-    pub(crate) out: mpsc::Sender<WsMessage>,
+    pub(crate) out: mpsc::Sender<Outgoing>,
+    /// The connection's writer reads and writes data frames itself (see `outgoing.rs`).
+    pub(crate) direct_frames: bool,
 }
 
 fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
@@ -80,7 +83,7 @@ fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
         .map_err(|e| ErrorObject::from_io(&e))
 }
 
-fn client_gone() -> io::Error {
+pub(crate) fn client_gone() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
 }
 
@@ -108,9 +111,23 @@ pub(crate) fn start_read(
                     Some(max) => too_large_before(&*ctx.fs, &p.path, max).await,
                     None => Ok(()),
                 };
-                let sent = match sent {
+                // A file the backend can hand over as a descriptor goes out through the writer.
+                let opened = match sent {
+                    Ok(()) if ctx.direct_frames => ctx.fs.open_for_transfer(&p.path).await,
+                    Ok(()) => Ok(None),
                     Err(e) => Err(e),
-                    Ok(()) => {
+                };
+                let sent = match opened {
+                    Err(e) => Err(e),
+                    Ok(Some(file)) => {
+                        drop(held);
+                        let spans = SpanQueue {
+                            out: &ctx.out,
+                            idle: ctx.idle,
+                        };
+                        spans.send_file(file, p.stream_id, p.max_bytes).await
+                    }
+                    Ok(None) => {
                         let work = StreamWork::new(ctx.work.clone(), held);
                         let mut writer =
                             FrameWriter::new(ctx.out.clone(), p.stream_id, ctx.idle, work);
@@ -311,12 +328,12 @@ impl AsyncRead for ChunkReader {
 }
 
 type Reserving =
-    Pin<Box<dyn Future<Output = Result<OwnedPermit<WsMessage>, SendError<()>>> + Send + 'static>>;
+    Pin<Box<dyn Future<Output = Result<OwnedPermit<Outgoing>, SendError<()>>> + Send + 'static>>;
 
 /// The `AsyncWrite` a streamed read's backend writes: every write becomes a data frame queued
 /// for the connection's writer.
 struct FrameWriter {
-    out: mpsc::Sender<WsMessage>,
+    out: mpsc::Sender<Outgoing>,
     header: [u8; DATA_FRAME_HEADER_LEN],
     reserving: Option<Reserving>,
     /// Bytes of the caller's buffer already queued, awaiting a work permit to report them.
@@ -334,7 +351,7 @@ struct FrameWriter {
 }
 
 impl FrameWriter {
-    fn new(out: mpsc::Sender<WsMessage>, stream_id: u64, idle: Duration, work: StreamWork) -> Self {
+    fn new(out: mpsc::Sender<Outgoing>, stream_id: u64, idle: Duration, work: StreamWork) -> Self {
         Self {
             out,
             header: data_frame_header(stream_id),
@@ -399,7 +416,9 @@ impl AsyncWrite for FrameWriter {
         this.sent += n as u64;
         start_frame(&mut this.frames, &this.header, n);
         this.frames.extend_from_slice(&buf[..n]);
-        slot.send(WsMessage::Binary(this.frames.split().freeze()));
+        slot.send(Outgoing::Message(WsMessage::Binary(
+            this.frames.split().freeze(),
+        )));
         this.queued = Some(n);
         ready!(this.work.poll_hold(cx));
         this.queued = None;

@@ -2,11 +2,19 @@
 //! without the extension still gets.
 
 use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::serve::{RawPeer, ServerProcess, workspace};
+use crate::common::InProcessServer;
+use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
+use capfs::server::ServerConfig;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions, WriteOptions};
+use capfs::{Access, LocalFileSystem, Sandbox};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -41,6 +49,125 @@ async fn files_of_many_sizes_round_trip_through_data_frames() {
         );
         assert_eq!(fs.read_file(&path).await.unwrap(), data, "{len}");
     }
+}
+
+/// A file cut short and written again while it streams: every read ends with the frames it
+/// announced (the client checks the count), every byte is the file's own at its offset (no frame
+/// header inside the data), and the connection stays whole for the next call. A read racing a
+/// truncation may see zeros where the kernel had cut, with or without a server, so the file
+/// holds no zero byte and a zero is let pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_resized_while_it_streams_gives_whole_frames() {
+    let (_dir, ws) = workspace();
+    let server = ServerProcess::start(&ws).await;
+    let fs = client(&server.url).await;
+    let host = ws.join("shifting");
+    let data: Vec<u8> = pattern(3 << 20, 9).into_iter().map(|b| b | 1).collect();
+    std::fs::write(&host, &data).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let attacker = {
+        let (stop, host, data) = (Arc::clone(&stop), host.clone(), data.clone());
+        std::thread::spawn(move || {
+            let file = std::fs::File::options().write(true).open(&host).unwrap();
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let cut = (rounds * 181_019) % data.len() as u64;
+                file.set_len(cut).unwrap();
+                file.write_all_at(&data[cut as usize..], cut).unwrap();
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let path = AbsolutePathBuf::new(host).unwrap();
+    let (mut short, mut whole) = (0, 0);
+    for _ in 0..60 {
+        let mut got = Vec::new();
+        let n = fs.read_file_to(&path, &mut got, &mut |_| {}).await.unwrap();
+        assert_eq!(n, got.len() as u64);
+        assert!(got.len() <= data.len(), "{} bytes", got.len());
+        let foreign = got.iter().zip(&data).position(|(a, b)| a != b && *a != 0);
+        if let Some(at) = foreign {
+            panic!("byte {at} of {} is not the file's", got.len());
+        }
+        if got.len() == data.len() {
+            whole += 1;
+        } else {
+            short += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let rounds = attacker.join().unwrap();
+    assert!(rounds > 0, "the attacker never ran");
+    let metadata = fs.get_metadata(&path).await.unwrap();
+    assert_eq!(
+        metadata.size,
+        data.len() as u64,
+        "{short} short, {whole} whole"
+    );
+}
+
+/// A peer that pings while it downloads: the server answers each ping with a pong while its
+/// writer may be in the middle of a data frame (the socket full), and no pong may land inside a
+/// frame. Every data frame must arrive whole and in order, and the reply must count them all.
+/// Against `capfs serve` (connection threads) and against a server on this test's work-stealing
+/// runtime, where the pong and the frame are written from two threads at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pings_during_a_download_never_split_a_data_frame() {
+    let (_dir, ws) = workspace();
+    let data = pattern(24 << 20, 5);
+    std::fs::write(ws.join("big"), &data).unwrap();
+    let server = ServerProcess::start(&ws).await;
+    download_while_pinging(&server.url, &ws, &data).await;
+    let sandbox = Sandbox::new().with_root(&ws, Access::ReadWrite).unwrap();
+    let fs = Arc::new(LocalFileSystem::new(sandbox));
+    let in_process = InProcessServer::start(fs, ServerConfig::default()).await;
+    download_while_pinging(&in_process.url, &ws, &data).await;
+}
+
+async fn download_while_pinging(url: &str, ws: &Path, data: &[u8]) {
+    let mut peer = RawPeer::ready(url).await;
+    let params = json!({"path": ws.join("big"), "streamId": 77});
+    let request =
+        json!({"jsonrpc": "2.0", "id": 900, "method": "capfs/readFileStream", "params": params});
+    peer.ws
+        .send(WsMessage::text(request.to_string()))
+        .await
+        .unwrap();
+    let (mut got, mut pongs, mut pings) = (Vec::new(), 0, 0);
+    let reply = loop {
+        let frame = tokio::time::timeout(WAIT, peer.ws.next())
+            .await
+            .expect("the server sends in time")
+            .expect("the connection stays open")
+            .expect("every frame is well-formed");
+        match frame {
+            WsMessage::Binary(bytes) => {
+                assert_eq!(bytes[0], 0, "a data frame's tag");
+                assert_eq!(&bytes[1..9], &77u64.to_be_bytes(), "the stream id");
+                got.extend_from_slice(&bytes[9..]);
+                // A ping after every frame, while the server keeps the socket full.
+                peer.ws
+                    .send(WsMessage::Ping(vec![1, 2, 3].into()))
+                    .await
+                    .unwrap();
+                pings += 1;
+            }
+            WsMessage::Pong(_) => pongs += 1,
+            WsMessage::Text(text) => {
+                break serde_json::from_str::<serde_json::Value>(&text).unwrap();
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(reply["result"]["size"], data.len(), "{reply}");
+    assert!(
+        got == data,
+        "{} bytes of {} arrived, or not in order",
+        got.len(),
+        data.len()
+    );
+    assert!(pings > 0 && pongs > 0, "{pings} pings, {pongs} pongs");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

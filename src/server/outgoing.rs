@@ -1,0 +1,479 @@
+//! What a connection's writer sends: messages, and on a TCP connection the data frames of
+//! streamed reads from local disks, which it reads and writes itself.
+//!
+//! Such a read's task does not read the file. It queues spans ("up to N bytes of this file,
+//! from where it stands") among the connection's other messages, at most [`SPANS_AHEAD`] at a
+//! time, and learns from each how many bytes went out; a span that comes back short has met the
+//! end of the file. The writer reads each frame's payload into one buffer it keeps, behind room
+//! for the frame's headers, and writes the frame with one `send`, past tungstenite. A data frame
+//! thus costs one copy out of the page cache and one into the socket; through `read_file_to`
+//! and tungstenite it cost two more (the backend's batch into a frame, the frame into
+//! tungstenite's buffer). The writer sizes each frame by what the read returned, so a file that
+//! shrinks or grows meanwhile still gives well-formed frames, and the stream reports exactly
+//! what it sent. tungstenite writes too, from both halves (the read loop's half answers pings),
+//! so the writer takes the socket for each frame once nothing of tungstenite's is half-written
+//! on it, and tungstenite's writes wait until the frame is out ([`SharedSocket`]).
+//!
+//! A connection without a TCP socket (stdio) and a backend without descriptors to hand over
+//! send their frames through `read_file_to` and tungstenite instead (`stream.rs`).
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
+
+use futures_util::{Sink, SinkExt};
+use rustix::io::Errno;
+use rustix::net::SendFlags;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use crate::error::{stream_idle, too_large};
+use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
+
+/// Spans one streamed read may have queued or in the writer at once: enough that the writer
+/// always has the next one when it finishes a frame.
+pub(crate) const SPANS_AHEAD: usize = 4;
+
+/// What a connection's writer sends.
+pub(crate) enum Outgoing {
+    Message(WsMessage),
+    File(FileSpan),
+}
+
+/// The next at most `max` bytes of a streamed read's file, to go out as data frames.
+pub(crate) struct FileSpan {
+    source: Arc<SpanSource>,
+    max: usize,
+    /// How many bytes went out (fewer than `max` only at the end of the file), or the file's
+    /// error; nothing is sent for a span whose stream stopped listening.
+    done: oneshot::Sender<io::Result<usize>>,
+}
+
+/// A file being streamed: the descriptor, the stream's frame header and how far it has gone.
+struct SpanSource {
+    file: std::fs::File,
+    header: [u8; DATA_FRAME_HEADER_LEN],
+    /// Advanced only by the writer, one span at a time.
+    offset: AtomicU64,
+}
+
+/// What a streamed read's task needs to queue spans.
+pub(crate) struct SpanQueue<'a> {
+    pub(crate) out: &'a mpsc::Sender<Outgoing>,
+    pub(crate) idle: Duration,
+}
+
+impl SpanQueue<'_> {
+    /// Sends `file` as data frames of stream `stream_id`, at most `max_bytes` of it (more is
+    /// the read limit's error), and returns the number of bytes sent. Waits for the peer at
+    /// most the idle timeout at a time.
+    pub(crate) async fn send_file(
+        &self,
+        file: std::fs::File,
+        stream_id: u64,
+        max_bytes: Option<u64>,
+    ) -> io::Result<u64> {
+        let size = file.metadata()?.len();
+        let limit = max_bytes.unwrap_or(u64::MAX);
+        let source = Arc::new(SpanSource {
+            file,
+            header: data_frame_header(stream_id),
+            offset: AtomicU64::new(0),
+        });
+        // Receivers of the spans queued, in order, with the size each asked for. Dropping one
+        // tells the writer to skip its span.
+        let mut pending: VecDeque<(oneshot::Receiver<io::Result<usize>>, usize)> = VecDeque::new();
+        let (mut asked, mut sent, mut ended) = (0u64, 0u64, false);
+        loop {
+            // Ask for what the size promises, then one span more to find the end (the file may
+            // have grown), never past the limit.
+            while !ended
+                && asked < limit
+                && pending.len() < SPANS_AHEAD
+                && (asked < size || pending.is_empty())
+            {
+                let max = (limit - asked).min(DATA_CHUNK_BYTES as u64) as usize;
+                let (done, receiver) = oneshot::channel();
+                let span = FileSpan {
+                    source: Arc::clone(&source),
+                    max,
+                    done,
+                };
+                match tokio::time::timeout(self.idle, self.out.send(Outgoing::File(span))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return Err(super::stream::client_gone()),
+                    Err(_) => return Err(stream_idle(self.idle)),
+                }
+                pending.push_back((receiver, max));
+                asked += max as u64;
+            }
+            let Some((receiver, max)) = pending.pop_front() else {
+                break;
+            };
+            let n = match tokio::time::timeout(self.idle, receiver).await {
+                Ok(Ok(result)) => result?,
+                Ok(Err(_)) => return Err(super::stream::client_gone()),
+                Err(_) => return Err(stream_idle(self.idle)),
+            };
+            sent += n as u64;
+            ended |= n < max;
+        }
+        // Everything up to the limit went: one byte more means the file is over it.
+        if sent == limit && max_bytes.is_some() && source.file.read_at(&mut [0u8], sent)? > 0 {
+            return Err(too_large(limit));
+        }
+        Ok(sent)
+    }
+}
+
+/// The socket of a TCP connection, shared by tungstenite (which reads and writes messages
+/// through this handle) and the connection's writer (which writes data frames into it between
+/// messages). Only the read loop reads. Both halves of tungstenite write: the writer's half its
+/// messages, the read loop's half the pong or close a ping or close asks for. So the writer
+/// takes the socket for each data frame ([`Turn`]), and tungstenite's writes wait meanwhile.
+pub(crate) struct SharedSocket {
+    socket: Arc<TcpStream>,
+    turn: Arc<Turn>,
+}
+
+impl SharedSocket {
+    pub(crate) fn new(socket: Arc<TcpStream>) -> Self {
+        Self {
+            socket,
+            turn: Arc::new(Turn::default()),
+        }
+    }
+
+    /// The writer's handle on the same socket.
+    pub(crate) fn direct(&self) -> DirectSocket {
+        DirectSocket {
+            socket: Arc::clone(&self.socket),
+            turn: Arc::clone(&self.turn),
+        }
+    }
+}
+
+/// Who may write to a shared socket. A frame is only ever written whole: tungstenite's writes
+/// wait while the writer has the socket, and the writer takes it only once tungstenite has
+/// nothing half-written on it.
+#[derive(Default)]
+struct Turn {
+    state: Mutex<TurnState>,
+}
+
+#[derive(Default)]
+struct TurnState {
+    /// The writer is writing a data frame.
+    direct: bool,
+    /// tungstenite's last write took only part of its buffer: a frame of its may be half out.
+    partial: bool,
+    /// A tungstenite write waiting for the writer's frame to end.
+    waiting: Option<Waker>,
+}
+
+impl AsyncRead for SharedSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            ready!(self.socket.poll_read_ready(cx))?;
+            // tungstenite hands over initialised buffers, so this initialises nothing.
+            match self.socket.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.socket.poll_write_ready(cx))?;
+            let mut turn = self.turn.state.lock().expect("turn lock");
+            if turn.direct {
+                turn.waiting = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            match self.socket.try_write(buf) {
+                Ok(n) => {
+                    // tungstenite writes all it holds each time: less means some is left.
+                    turn.partial = n < buf.len();
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let shut = rustix::net::shutdown(&*self.socket, rustix::net::Shutdown::Write);
+        Poll::Ready(match shut {
+            Ok(()) | Err(Errno::NOTCONN) => Ok(()),
+            Err(e) => Err(e.into()),
+        })
+    }
+}
+
+/// The writer's side of a [`SharedSocket`].
+pub(crate) struct DirectSocket {
+    socket: Arc<TcpStream>,
+    turn: Arc<Turn>,
+}
+
+impl DirectSocket {
+    /// Takes the socket for one data frame: flushes what tungstenite holds, until nothing of
+    /// its is half-written, then holds its writes back until [`release`](Self::release).
+    async fn take<S>(&self, sink: &mut S) -> Result<(), Failed>
+    where
+        S: Sink<WsMessage> + Unpin,
+    {
+        loop {
+            sink.flush().await.map_err(|_| Failed::Socket)?;
+            let mut turn = self.turn.state.lock().expect("turn lock");
+            // The read loop's half may have begun a pong since the flush; then flush again.
+            if !turn.partial {
+                turn.direct = true;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Gives the socket back to tungstenite.
+    fn release(&self) {
+        let waiting = {
+            let mut turn = self.turn.state.lock().expect("turn lock");
+            turn.direct = false;
+            turn.waiting.take()
+        };
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
+    }
+}
+
+/// Writes queued messages and spans until the queue closes, then closes the socket. Messages
+/// queued together go out in one flush; a span goes out after everything queued before it.
+/// `socket` is the connection's TCP socket, when it has one to write data frames into (spans
+/// are queued only then).
+pub(crate) async fn write_out<S>(
+    mut sink: S,
+    socket: Option<DirectSocket>,
+    mut queue: mpsc::Receiver<Outgoing>,
+) where
+    S: Sink<WsMessage> + Unpin,
+{
+    let mut direct = socket.map(DirectFrames::new);
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            match item {
+                Outgoing::Message(message) => {
+                    if sink.feed(message).await.is_err() {
+                        return;
+                    }
+                }
+                Outgoing::File(span) => {
+                    if !send_span(&mut sink, direct.as_mut(), span).await {
+                        return;
+                    }
+                }
+            }
+            next = queue.try_recv().ok();
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = sink.close().await;
+}
+
+/// Sends one span; false when the connection broke.
+async fn send_span<S>(sink: &mut S, direct: Option<&mut DirectFrames>, span: FileSpan) -> bool
+where
+    S: Sink<WsMessage> + Unpin,
+{
+    if span.done.is_closed() {
+        return true;
+    }
+    let Some(direct) = direct else {
+        let _ = span.done.send(Err(io::Error::other(
+            "this connection has no socket for data frames",
+        )));
+        return true;
+    };
+    let mut sent = 0;
+    let result = loop {
+        if sent == span.max {
+            break Ok(sent);
+        }
+        match direct.send_frame(sink, &span.source, span.max - sent).await {
+            Ok(0) => break Ok(sent),
+            Ok(n) => sent += n,
+            Err(Failed::File(e)) => break Err(e),
+            Err(Failed::Socket) => return false,
+        }
+    };
+    let _ = span.done.send(result);
+    true
+}
+
+/// Why a frame did not go out.
+enum Failed {
+    /// Reading the file failed; nothing was sent.
+    File(io::Error),
+    /// The socket failed, possibly in the middle of a frame: the connection is over.
+    Socket,
+}
+
+/// Room for the longest WebSocket frame header and a data-frame header.
+const FRAME_HEAD_ROOM: usize = 10 + DATA_FRAME_HEADER_LEN;
+
+/// The writer's means of writing data frames past tungstenite: the socket, and the one buffer
+/// every frame is read into.
+struct DirectFrames {
+    socket: DirectSocket,
+    /// Made (and zeroed) on first use, reused for every frame after.
+    buffer: Vec<u8>,
+}
+
+impl DirectFrames {
+    fn new(socket: DirectSocket) -> Self {
+        Self {
+            socket,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// Reads the next at most `want` bytes of the file and writes them as one data frame;
+    /// `Ok(0)` at the end of the file.
+    async fn send_frame<S>(
+        &mut self,
+        sink: &mut S,
+        source: &SpanSource,
+        want: usize,
+    ) -> Result<usize, Failed>
+    where
+        S: Sink<WsMessage> + Unpin,
+    {
+        let want = want.min(DATA_CHUNK_BYTES);
+        if self.buffer.is_empty() {
+            self.buffer = vec![0u8; FRAME_HEAD_ROOM + DATA_CHUNK_BYTES];
+        }
+        let offset = source.offset.load(Ordering::Relaxed);
+        let payload = &mut self.buffer[FRAME_HEAD_ROOM..FRAME_HEAD_ROOM + want];
+        let n = loop {
+            match source.file.read_at(payload, offset) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                read => break read.map_err(Failed::File)?,
+            }
+        };
+        if n == 0 {
+            return Ok(0);
+        }
+        source.offset.store(offset + n as u64, Ordering::Relaxed);
+        // The headers go right before the payload, so the frame is one slice.
+        let mut head = [0u8; FRAME_HEAD_ROOM];
+        let head_len = frame_head(&mut head, &source.header, n);
+        let start = FRAME_HEAD_ROOM - head_len;
+        self.buffer[start..FRAME_HEAD_ROOM].copy_from_slice(&head[..head_len]);
+        let frame = &self.buffer[start..FRAME_HEAD_ROOM + n];
+        self.socket.take(sink).await?;
+        let written = write_all(&self.socket.socket, frame).await;
+        self.socket.release();
+        match written {
+            Ok(()) => Ok(n),
+            Err(e) => {
+                tracing::debug!("writing a data frame failed: {e}");
+                Err(Failed::Socket)
+            }
+        }
+    }
+}
+
+/// Writes all of `bytes` to the socket, waiting for room.
+async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let n = socket
+            .async_io(Interest::WRITABLE, || {
+                rustix::net::send(socket, bytes, SendFlags::NOSIGNAL).map_err(io::Error::from)
+            })
+            .await?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+/// Writes into `head` the header of an unmasked, final binary WebSocket frame (RFC 6455 §5.2)
+/// whose payload is the data-frame header `data_header` and then `payload_len` bytes, followed
+/// by that data-frame header; returns its length.
+fn frame_head(head: &mut [u8; FRAME_HEAD_ROOM], data_header: &[u8], payload_len: usize) -> usize {
+    let len = DATA_FRAME_HEADER_LEN + payload_len;
+    // FIN and opcode 2 (binary); no mask, as from a server.
+    head[0] = 0x82;
+    let mut at = 2;
+    if len < 126 {
+        head[1] = len as u8;
+    } else if let Ok(short) = u16::try_from(len) {
+        head[1] = 126;
+        head[2..4].copy_from_slice(&short.to_be_bytes());
+        at = 4;
+    } else {
+        head[1] = 127;
+        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        at = 10;
+    }
+    head[at..at + DATA_FRAME_HEADER_LEN].copy_from_slice(data_header);
+    at + DATA_FRAME_HEADER_LEN
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
+
+    use super::*;
+
+    /// Every length class of the frame header parses back, as tungstenite reads it, to the
+    /// length written, with no mask.
+    #[test]
+    fn frame_heads_parse_back_with_their_lengths() {
+        let data_header = data_frame_header(0x0102_0304_0506_0708);
+        for payload_len in [0, 1, 116, 117, 65_526, 65_527, 262_144, 1 << 20] {
+            let mut head = [0u8; FRAME_HEAD_ROOM];
+            let n = frame_head(&mut head, &data_header, payload_len);
+            let mut cursor = io::Cursor::new(&head[..n]);
+            let (header, len) = FrameHeader::parse(&mut cursor)
+                .expect("parses")
+                .expect("complete");
+            assert_eq!(len, (DATA_FRAME_HEADER_LEN + payload_len) as u64);
+            assert!(header.is_final && header.mask.is_none(), "{header:?}");
+            let at = cursor.position() as usize;
+            assert_eq!(&head[at..n], &data_header[..], "{payload_len}");
+        }
+    }
+}
