@@ -1,7 +1,8 @@
 //! What a connection's writer sends: messages, and on a TCP connection the data frames of
 //! streamed reads from local disks, which it reads and writes itself.
 //!
-//! Such a read's task does not read the file. It queues spans ("up to N bytes of this file,
+//! Such a read's task reads a file smaller than a frame itself, into one frame, as an inline read
+//! would. Beyond that, it does not read the file: it queues spans ("up to N bytes of this file,
 //! from where it stands") among the connection's other messages, at most [`SPANS_AHEAD`] at a
 //! time, and learns from each how many bytes went out; a span that comes back short has met the
 //! end of the file. The writer reads each frame's payload into one buffer it keeps, behind room
@@ -18,7 +19,7 @@
 //! send their frames through `read_file_to` and tungstenite instead (`stream.rs`).
 
 use std::collections::VecDeque;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,10 +88,26 @@ impl SpanQueue<'_> {
             header: data_frame_header(stream_id),
             offset: AtomicU64::new(0),
         });
+        let (mut asked, mut sent, mut ended) = (0u64, 0u64, false);
+        if size < DATA_CHUNK_BYTES as u64 {
+            // A small file is read here into one frame, as an inline read would be: no span
+            // goes to the writer and back. Only a file that grew to a frame's size meanwhile
+            // goes on in spans.
+            let want = limit.min(DATA_CHUNK_BYTES as u64);
+            let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want as usize);
+            frame.extend_from_slice(&source.header);
+            (&source.file).take(want).read_to_end(&mut frame)?;
+            let n = (frame.len() - DATA_FRAME_HEADER_LEN) as u64;
+            if n > 0 {
+                let message = Outgoing::Message(WsMessage::Binary(frame.into()));
+                self.queue(message).await?;
+            }
+            source.offset.store(n, Ordering::Relaxed);
+            (asked, sent, ended) = (n, n, n < want);
+        }
         // Receivers of the spans queued, in order, with the size each asked for. Dropping one
         // tells the writer to skip its span.
         let mut pending: VecDeque<(oneshot::Receiver<io::Result<usize>>, usize)> = VecDeque::new();
-        let (mut asked, mut sent, mut ended) = (0u64, 0u64, false);
         loop {
             // Ask for what the size promises, then one span more to find the end (the file may
             // have grown), never past the limit.
@@ -106,11 +123,7 @@ impl SpanQueue<'_> {
                     max,
                     done,
                 };
-                match tokio::time::timeout(self.idle, self.out.send(Outgoing::File(span))).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return Err(super::stream::client_gone()),
-                    Err(_) => return Err(stream_idle(self.idle)),
-                }
+                self.queue(Outgoing::File(span)).await?;
                 pending.push_back((receiver, max));
                 asked += max as u64;
             }
@@ -130,6 +143,15 @@ impl SpanQueue<'_> {
             return Err(too_large(limit));
         }
         Ok(sent)
+    }
+
+    /// Queues `item` for the writer, waiting for room at most the idle timeout.
+    async fn queue(&self, item: Outgoing) -> io::Result<()> {
+        match tokio::time::timeout(self.idle, self.out.send(item)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(super::stream::client_gone()),
+            Err(_) => Err(stream_idle(self.idle)),
+        }
     }
 }
 
