@@ -967,6 +967,13 @@ async fn raw_tcp_copy(bytes: usize) -> Duration {
     started.elapsed()
 }
 
+/// Removes a transfer's destination and writes every dirty page back, so that no transfer
+/// runs beside the write-back of the one before (a 256 MiB write leaves that much dirty).
+fn settle(destination: &Path) {
+    let _ = std::fs::remove_file(destination);
+    rustix::fs::sync();
+}
+
 fn same_contents(a: &Path, b: &Path) -> bool {
     std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
 }
@@ -1007,18 +1014,18 @@ fn bulk_section(scratch: &Path) {
     for _ in 0..3 {
         rows[0].record(runtime.block_on(raw_tcp_copy(BULK_BYTES)), None, None, None);
 
-        let _ = std::fs::remove_file(&local_back);
+        settle(&local_back);
         let cp = run_measured("cp", &[src, back], None);
         rows[1].record(cp.elapsed, Some(cp.cpu), None, None);
 
         if has_sftp {
-            let _ = std::fs::remove_file(&local_back);
+            settle(&local_back);
             let batch = format!("get {data} {back}\n");
             let sftp = run_measured("sftp", &sftp_args, Some(&batch));
             rows[2].record(sftp.elapsed, Some(sftp.cpu), None, Some(sftp.peak_kib));
         }
 
-        let _ = std::fs::remove_file(&local_back);
+        settle(&local_back);
         let t = transfer(&ws, &["get", data, back]);
         let cpu = t.client.cpu + t.server_cpu;
         rows[3].record(
@@ -1033,13 +1040,13 @@ fn bulk_section(scratch: &Path) {
         );
 
         if has_sftp {
-            let _ = std::fs::remove_file(&remote_put);
+            settle(&remote_put);
             let batch = format!("put {src} {put}\n");
             let sftp = run_measured("sftp", &sftp_args, Some(&batch));
             rows[4].record(sftp.elapsed, Some(sftp.cpu), None, Some(sftp.peak_kib));
         }
 
-        let _ = std::fs::remove_file(&remote_put);
+        settle(&remote_put);
         let t = transfer(&ws, &["put", src, put]);
         let cpu = t.client.cpu + t.server_cpu;
         rows[5].record(
