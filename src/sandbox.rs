@@ -44,6 +44,7 @@ pub struct Root {
     access: Access,
     id: FileId,
     local_disk: bool,
+    clones: bool,
 }
 
 impl Root {
@@ -73,6 +74,12 @@ impl Root {
     pub fn is_local_disk(&self) -> bool {
         self.local_disk
     }
+
+    /// False when the root's file system is known to have no reflinks (ext2/3/4, tmpfs and the
+    /// like), so that a copy does not ask for one (`FICLONE`) only to be refused, file by file.
+    pub(crate) fn may_clone(&self) -> bool {
+        self.clones
+    }
 }
 
 /// `f_type` values of the file systems whose metadata operations never wait on a network or a
@@ -94,12 +101,22 @@ const LOCAL_DISK_MAGICS: [u64; 14] = [
     0x7366_746E, // NTFS (ntfs3)
 ];
 
-/// True when the directory `dir` is on a local-disk file system.
-fn on_local_disk(dir: &Dir) -> bool {
-    rustix::fs::fstatfs(dir).is_ok_and(|stat| {
-        let magic = stat.f_type as u64 & 0xFFFF_FFFF;
-        LOCAL_DISK_MAGICS.contains(&magic)
-    })
+/// `f_type` values of the local file systems without `FICLONE`.
+const NO_CLONE_MAGICS: [u64; 7] = [
+    0xEF53,      // ext2, ext3, ext4
+    0x0102_1994, // tmpfs
+    0x8584_58F6, // ramfs
+    0x3153_464A, // JFS
+    0x5265_4973, // ReiserFS
+    0x4D44,      // FAT
+    0x2011_BAB0, // exFAT
+];
+
+/// The `f_type` of the file system holding the directory `dir`.
+fn file_system_magic(dir: &Dir) -> Option<u64> {
+    rustix::fs::fstatfs(dir)
+        .ok()
+        .map(|stat| stat.f_type as u64 & 0xFFFF_FFFF)
 }
 
 /// The set of directories a file system may reach.
@@ -172,7 +189,9 @@ impl Sandbox {
         let dir = Dir::open_ambient_dir(&canonical, ambient_authority())
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", canonical.display())))?;
         let id = FileId::of(&dir.dir_metadata()?);
-        let local_disk = on_local_disk(&dir);
+        let magic = file_system_magic(&dir);
+        let local_disk = magic.is_some_and(|m| LOCAL_DISK_MAGICS.contains(&m));
+        let clones = !magic.is_some_and(|m| NO_CLONE_MAGICS.contains(&m));
         let path = AbsolutePathBuf::new(&canonical)?;
         if self.roots.iter().any(|r| r.path == path || r.id == id) {
             return Err(io::Error::new(
@@ -186,6 +205,7 @@ impl Sandbox {
             access,
             id,
             local_disk,
+            clones,
         });
         Ok(self)
     }

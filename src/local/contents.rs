@@ -17,7 +17,8 @@ const FALLBACK_BUFFER: usize = 1 << 20;
 /// Copies the first `len` bytes of `src` (its size when opened) into the empty file `dst`,
 /// leaving `dst` exactly `len` bytes long. A source that shrinks meanwhile ends the copy early.
 /// Holes are looked for only when `sparse` (the source has fewer blocks than bytes): a dense
-/// file is copied in one range.
+/// file is copied in one range. A reflink is tried first only when `may_clone` (the
+/// destination's file system may have them).
 ///
 /// # Errors
 ///
@@ -27,9 +28,10 @@ pub(crate) fn copy_contents(
     dst: impl AsFd,
     len: u64,
     sparse: bool,
+    may_clone: bool,
 ) -> io::Result<()> {
     let (src, dst) = (src.as_fd(), dst.as_fd());
-    if len == 0 || rustix::fs::ioctl_ficlone(dst, src).is_ok() {
+    if len == 0 || (may_clone && rustix::fs::ioctl_ficlone(dst, src).is_ok()) {
         return Ok(());
     }
     if !sparse {
@@ -147,7 +149,7 @@ mod tests {
         let src = file_with(b"0123456789");
         for sparse in [false, true] {
             let dst = file_with(b"");
-            copy_contents(&src, &dst, 4096, sparse).unwrap();
+            copy_contents(&src, &dst, 4096, sparse, true).unwrap();
             assert_eq!(contents(&dst), b"0123456789", "sparse: {sparse}");
         }
         let dst = file_with(b"");

@@ -112,25 +112,28 @@ fn copy_file(
         ));
     }
     let free = target.existing.is_none();
-    write_copy(&file, &source_metadata, &target.parent, &target.name, free)
+    let (parent, name, clone) = (&target.parent, &target.name, dst.root.may_clone());
+    write_copy(&file, &source_metadata, parent, name, free, clone)
         .map_err(|e| with_path(destination, e))
 }
 
 /// Copies `file` (whose metadata at opening is `metadata`) into a new file that replaces `name`
 /// in `parent`, with its permissions (without setuid and setgid, see [`replace_file`]). The
-/// data moves inside the kernel and holes stay holes (see `contents.rs`).
+/// data moves inside the kernel and holes stay holes (see `contents.rs`); a reflink is tried
+/// first when `may_clone`.
 fn write_copy(
     file: &File,
     metadata: &Metadata,
     parent: &Dir,
     name: &OsStr,
     name_is_free: bool,
+    may_clone: bool,
 ) -> io::Result<()> {
     let len = metadata.len();
     let sparse = metadata.blocks().saturating_mul(512) < len;
     let permissions = Some(metadata.permissions());
     replace_file(parent, name, permissions, name_is_free, |out| {
-        contents::copy_contents(file, &*out, len, sparse)
+        contents::copy_contents(file, &*out, len, sparse, may_clone)
     })
 }
 
@@ -218,11 +221,12 @@ fn copy_tree(
         return Err(error::read_only(destination));
     }
     let mut created = HashSet::from([dst_id]);
+    let may_clone = dst.root.may_clone();
 
     let mut stack = vec![Frame {
         src_id,
         dst_id,
-        subdirs: copy_entries(&src_dir, &dst_dir, source, destination)?,
+        subdirs: copy_entries(&src_dir, &dst_dir, source, destination, may_clone)?,
     }];
     loop {
         let frame = stack
@@ -257,7 +261,7 @@ fn copy_tree(
                 return Err(into_itself());
             }
             created.insert(child_dst_id);
-            let subdirs = copy_entries(&child, &child_dst, source, destination)?;
+            let subdirs = copy_entries(&child, &child_dst, source, destination, may_clone)?;
             src_dir = child;
             dst_dir = child_dst;
             stack.push(Frame {
@@ -281,12 +285,14 @@ fn copy_tree(
 }
 
 /// Copies the files and symlinks of `src_dir` into `dst_dir`, skips special files, and returns
-/// the names of the subdirectories.
+/// the names of the subdirectories. `may_clone`: the destination's file system may have
+/// reflinks.
 fn copy_entries(
     src_dir: &Dir,
     dst_dir: &Dir,
     source: &AbsolutePathBuf,
     destination: &AbsolutePathBuf,
+    may_clone: bool,
 ) -> io::Result<Vec<OsString>> {
     let src_err = |e| with_path(source, e);
     let mut subdirs = Vec::new();
@@ -318,7 +324,7 @@ fn copy_entries(
                 Err(e) => return Err(src_err(e)),
             };
             // A tree is usually copied into a new directory: its names are taken to be free.
-            write_copy(&file, &metadata, dst_dir, &name, true)
+            write_copy(&file, &metadata, dst_dir, &name, true, may_clone)
                 .map_err(|e| with_path(destination, e))?;
         }
     }
