@@ -359,6 +359,9 @@ where
         }
     };
     let _ = span.done.send(result);
+    // A frame's read is a file read on the connection's thread, like an inline read: the
+    // tasks of its other connections get their turn before the next one.
+    tokio::task::yield_now().await;
     true
 }
 
