@@ -35,7 +35,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use crate::error::{stream_idle, too_large};
+use crate::AbsolutePathBuf;
+use crate::error::{stream_idle, too_large, with_path};
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
 
 /// Spans one streamed read may have queued or in the writer at once: enough that the writer
@@ -77,11 +78,13 @@ impl SpanQueue<'_> {
     /// most the idle timeout at a time.
     pub(crate) async fn send_file(
         &self,
+        path: &AbsolutePathBuf,
         file: std::fs::File,
         stream_id: u64,
         max_bytes: Option<u64>,
     ) -> io::Result<u64> {
-        let size = file.metadata()?.len();
+        let file_error = |e| with_path(path, e);
+        let size = file.metadata().map_err(file_error)?.len();
         let limit = max_bytes.unwrap_or(u64::MAX);
         let source = Arc::new(SpanSource {
             file,
@@ -96,7 +99,10 @@ impl SpanQueue<'_> {
             let want = limit.min(DATA_CHUNK_BYTES as u64);
             let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want as usize);
             frame.extend_from_slice(&source.header);
-            (&source.file).take(want).read_to_end(&mut frame)?;
+            (&source.file)
+                .take(want)
+                .read_to_end(&mut frame)
+                .map_err(file_error)?;
             let n = (frame.len() - DATA_FRAME_HEADER_LEN) as u64;
             if n > 0 {
                 let message = Outgoing::Message(WsMessage::Binary(frame.into()));
@@ -131,7 +137,7 @@ impl SpanQueue<'_> {
                 break;
             };
             let n = match tokio::time::timeout(self.idle, receiver).await {
-                Ok(Ok(result)) => result?,
+                Ok(Ok(result)) => result.map_err(file_error)?,
                 Ok(Err(_)) => return Err(super::stream::client_gone()),
                 Err(_) => return Err(stream_idle(self.idle)),
             };
@@ -139,8 +145,11 @@ impl SpanQueue<'_> {
             ended |= n < max;
         }
         // Everything up to the limit went: one byte more means the file is over it.
-        if sent == limit && max_bytes.is_some() && source.file.read_at(&mut [0u8], sent)? > 0 {
-            return Err(too_large(limit));
+        if sent == limit && max_bytes.is_some() {
+            let more = source.file.read_at(&mut [0u8], sent).map_err(file_error)?;
+            if more > 0 {
+                return Err(too_large(limit));
+            }
         }
         Ok(sent)
     }

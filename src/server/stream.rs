@@ -14,7 +14,9 @@
 //! only while the backend works, and give it back whenever they wait for the peer; both fail
 //! with `TimedOut` when the peer makes no progress for the idle timeout. Memory stays bounded:
 //! a read has at most the writer queue's capacity in frames queued, a write at most
-//! [`UPLOAD_QUEUE_CHUNKS`] chunks.
+//! [`UPLOAD_QUEUE_CHUNKS`] chunks. On a TCP connection, a read of a file the backend hands over
+//! as a descriptor (`open_for_transfer`: a local disk) is sent by the connection's writer itself
+//! instead, with no frame queued (`outgoing.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -125,7 +127,9 @@ pub(crate) fn start_read(
                             out: &ctx.out,
                             idle: ctx.idle,
                         };
-                        spans.send_file(file, p.stream_id, p.max_bytes).await
+                        spans
+                            .send_file(&p.path, file, p.stream_id, p.max_bytes)
+                            .await
                     }
                     Ok(None) => {
                         let work = StreamWork::new(ctx.work.clone(), held);
