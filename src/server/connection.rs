@@ -111,6 +111,7 @@ impl Connection {
         let (out_tx, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
         self.direct_frames = socket.is_some();
+        let socket = socket.map(|socket| (socket, self.work.clone()));
         let writer =
             AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(sink, socket, out_rx)));
         let idle = self.shared.config.stream_idle_timeout;

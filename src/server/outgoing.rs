@@ -6,7 +6,8 @@
 //! from where it stands") among the connection's other messages, at most [`SPANS_AHEAD`] at a
 //! time, and learns from each how many bytes went out; a span that comes back short has met the
 //! end of the file. The writer reads each frame's payload into one buffer it keeps, behind room
-//! for the frame's headers, and writes the frame with one `send`, past tungstenite. A data frame
+//! for the frame's headers (from the page cache on its own thread, from the disk on the blocking
+//! pool), and writes the frame with one `send`, past tungstenite. A data frame
 //! thus costs one copy out of the page cache and one into the socket; through `read_file_to`
 //! and tungstenite it cost two more (the backend's batch into a frame, the frame into
 //! tungstenite's buffer). The writer sizes each frame by what the read returned, so a file that
@@ -28,13 +29,14 @@ use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use futures_util::{Sink, SinkExt};
-use rustix::io::Errno;
+use rustix::io::{Errno, IoSliceMut, ReadWriteFlags};
 use rustix::net::SendFlags;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use super::work::Work;
 use crate::AbsolutePathBuf;
 use crate::error::{stream_idle, too_large, with_path};
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
@@ -311,12 +313,12 @@ impl DirectSocket {
 /// are queued only then).
 pub(crate) async fn write_out<S>(
     mut sink: S,
-    socket: Option<DirectSocket>,
+    socket: Option<(DirectSocket, Work)>,
     mut queue: mpsc::Receiver<Outgoing>,
 ) where
     S: Sink<WsMessage> + Unpin,
 {
-    let mut direct = socket.map(DirectFrames::new);
+    let mut direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
         while let Some(item) = next.take() {
@@ -391,13 +393,16 @@ struct DirectFrames {
     socket: DirectSocket,
     /// Made (and zeroed) on first use, reused for every frame after.
     buffer: Vec<u8>,
+    /// The connection's bounds on file work, for the reads that go to the blocking pool.
+    work: Work,
 }
 
 impl DirectFrames {
-    fn new(socket: DirectSocket) -> Self {
+    fn new(socket: DirectSocket, work: Work) -> Self {
         Self {
             socket,
             buffer: Vec::new(),
+            work,
         }
     }
 
@@ -406,7 +411,7 @@ impl DirectFrames {
     async fn send_frame<S>(
         &mut self,
         sink: &mut S,
-        source: &SpanSource,
+        source: &Arc<SpanSource>,
         want: usize,
     ) -> Result<usize, Failed>
     where
@@ -418,11 +423,9 @@ impl DirectFrames {
         }
         let offset = source.offset.load(Ordering::Relaxed);
         let payload = &mut self.buffer[FRAME_HEAD_ROOM..FRAME_HEAD_ROOM + want];
-        let n = loop {
-            match source.file.read_at(payload, offset) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                read => break read.map_err(Failed::File)?,
-            }
+        let n = match read_cached(&source.file, payload, offset).map_err(Failed::File)? {
+            Some(n) => n,
+            None => self.read_in_pool(source, want, offset).await?,
         };
         if n == 0 {
             return Ok(0);
@@ -443,6 +446,59 @@ impl DirectFrames {
                 tracing::debug!("writing a data frame failed: {e}");
                 Err(Failed::Socket)
             }
+        }
+    }
+
+    /// Reads the frame's payload on the blocking pool, under a work permit, for pages the
+    /// page cache does not hold: the connection's thread never waits on the disk.
+    async fn read_in_pool(
+        &mut self,
+        source: &Arc<SpanSource>,
+        want: usize,
+        offset: u64,
+    ) -> Result<usize, Failed> {
+        let permit = self.work.clone().acquire().await;
+        let (source, mut buffer) = (Arc::clone(source), std::mem::take(&mut self.buffer));
+        let read = tokio::task::spawn_blocking(move || {
+            let payload = &mut buffer[FRAME_HEAD_ROOM..FRAME_HEAD_ROOM + want];
+            let n = loop {
+                match source.file.read_at(payload, offset) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    read => break read,
+                }
+            };
+            (buffer, n)
+        })
+        .await;
+        drop(permit);
+        let (buffer, n) = read.map_err(|e| Failed::File(io::Error::other(e)))?;
+        self.buffer = buffer;
+        n.map_err(Failed::File)
+    }
+}
+
+/// Reads from `file` at `offset` what the page cache holds of the next `buf.len()` bytes
+/// (`preadv2` with `RWF_NOWAIT`); `None` when the first of them would have to come from the
+/// disk. Where the flag is not known, reads as usual.
+fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
+    loop {
+        let read = rustix::io::preadv2(
+            file,
+            &mut [IoSliceMut::new(buf)],
+            offset,
+            ReadWriteFlags::NOWAIT,
+        );
+        match read {
+            Ok(n) => return Ok(Some(n)),
+            Err(Errno::AGAIN) => return Ok(None),
+            Err(Errno::INTR) => {}
+            Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => loop {
+                match file.read_at(buf, offset) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    read => return read.map(Some),
+                }
+            },
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -107,6 +107,41 @@ async fn a_file_resized_while_it_streams_gives_whole_frames() {
     );
 }
 
+/// A file whose pages are not in the page cache: the server reads those frames on its blocking
+/// pool instead of its connection thread, and they arrive like the others. Where the kernel
+/// cannot drop the file's pages (tmpfs), only the second half of this holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_read_from_the_disk_streams_like_a_cached_one() {
+    let (_dir, ws) = workspace();
+    let server = ServerProcess::start(&ws).await;
+    let fs = client(&server.url).await;
+    let data = pattern(6 << 20, 11);
+    let host = ws.join("cold");
+    std::fs::write(&host, &data).unwrap();
+    let file = std::fs::File::open(&host).unwrap();
+    file.sync_all().unwrap();
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    let mut probe = [0u8; 4096];
+    let cached = rustix::io::preadv2(
+        &file,
+        &mut [std::io::IoSliceMut::new(&mut probe)],
+        0,
+        rustix::io::ReadWriteFlags::NOWAIT,
+    );
+    if cached.is_ok() {
+        eprintln!("the kernel kept the file's pages: the frames come from the page cache");
+    }
+    let mut got = Vec::new();
+    let path = AbsolutePathBuf::new(host).unwrap();
+    let n = fs.read_file_to(&path, &mut got, &mut |_| {}).await.unwrap();
+    assert_eq!(n, data.len() as u64);
+    assert!(
+        got == data,
+        "the {} bytes that arrived are not the file",
+        got.len()
+    );
+}
+
 /// A peer that pings while it downloads: the server answers each ping with a pong while its
 /// writer may be in the middle of a data frame (the socket full), and no pong may land inside a
 /// frame. Every data frame must arrive whole and in order, and the reply must count them all.
