@@ -148,7 +148,7 @@ impl SpanQueue<'_> {
         }
         // Everything up to the limit went: one byte more means the file is over it.
         if sent == limit && max_bytes.is_some() {
-            let more = source.file.read_at(&mut [0u8], sent).map_err(file_error)?;
+            let more = read_at(&source.file, &mut [0u8], sent).map_err(file_error)?;
             if more > 0 {
                 return Err(too_large(limit));
             }
@@ -460,13 +460,7 @@ impl DirectFrames {
         let permit = self.work.clone().acquire().await;
         let (source, mut buffer) = (Arc::clone(source), std::mem::take(&mut self.buffer));
         let read = tokio::task::spawn_blocking(move || {
-            let payload = &mut buffer[FRAME_HEAD_ROOM..FRAME_HEAD_ROOM + want];
-            let n = loop {
-                match source.file.read_at(payload, offset) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    read => break read,
-                }
-            };
+            let n = read_at(&source.file, &mut buffer[FRAME_HEAD_ROOM..][..want], offset);
             (buffer, n)
         })
         .await;
@@ -492,13 +486,20 @@ fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<
             Ok(n) => return Ok(Some(n)),
             Err(Errno::AGAIN) => return Ok(None),
             Err(Errno::INTR) => {}
-            Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => loop {
-                match file.read_at(buf, offset) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    read => return read.map(Some),
-                }
-            },
+            Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => {
+                return read_at(file, buf, offset).map(Some);
+            }
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// `pread`, again when a signal interrupted it.
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        match file.read_at(buf, offset) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            read => return read,
         }
     }
 }
