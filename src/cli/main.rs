@@ -446,22 +446,17 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         server::parse_listen_url(&args.listen)
             .map_err(|e| Failure::usage(format!("--listen: {}", fail::reason(&e, ""))))?
     };
-    let audit = match &args.audit_log {
-        Some(path) => Some(
-            AuditLog::open(path)
-                .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?,
-        ),
-        None => None,
-    };
     let sandbox = build_sandbox(&args.root, &args.read_only)?;
-    for root in sandbox.roots() {
-        tracing::info!(root = %root.path(), access = ?root.access(), "sandbox root");
-    }
+    let roots: Vec<_> = sandbox
+        .roots()
+        .iter()
+        .map(|root| (root.path().clone(), root.access()))
+        .collect();
     let fs: std::sync::Arc<dyn ExecutorFileSystem> =
         std::sync::Arc::new(LocalFileSystem::with_read_limit(sandbox, args.read_limit));
     let max_message_bytes = usize::try_from(args.max_message_bytes)
         .map_err(|_| Failure::usage("--max-message-bytes is too large"))?;
-    let config = ServerConfig {
+    let mut config = ServerConfig {
         listen,
         token,
         max_message_bytes,
@@ -474,7 +469,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_blocking_per_connection: args.max_blocking_per_connection,
         stream_idle_timeout: args.stream_idle_timeout,
         connection_threads: args.connection_threads(),
-        audit,
+        audit: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
@@ -482,6 +477,15 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(fail::reason(&e, "")))?;
     if args.read_limit == 0 {
         return Err(Failure::usage("--read-limit 0: must be at least 1"));
+    }
+    // Only once every limit passed: a refused start leaves no audit file and logs nothing else.
+    if let Some(path) = &args.audit_log {
+        let audit = AuditLog::open(path)
+            .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?;
+        config.audit = Some(audit);
+    }
+    for (root, access) in &roots {
+        tracing::info!(root = %root, access = ?access, "sandbox root");
     }
     if stdio {
         tracing::info!("serving one connection on stdin/stdout");

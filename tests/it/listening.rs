@@ -342,11 +342,14 @@ async fn zero_and_nonsense_limits_are_refused_at_start_up() {
             "invalid value 'many' for '--threads <N>'",
         ),
     ];
+    let audit = ws.join("audit.jsonl");
     for (flag, value, message) in cases {
         let run = tokio::process::Command::new(BIN)
             .args(["serve", "--root"])
             .arg(&ws)
             .args([flag, value])
+            .arg("--audit-log")
+            .arg(&audit)
             .env_remove("CAPFS_TOKEN")
             .stdin(Stdio::null())
             .kill_on_drop(true)
@@ -359,6 +362,9 @@ async fn zero_and_nonsense_limits_are_refused_at_start_up() {
         assert!(!output.status.success(), "{flag} {value}: {stderr}");
         assert!(output.stdout.is_empty(), "{flag} {value}: printed a URL");
         assert!(stderr.contains(message), "{flag} {value}: {stderr}");
+        // Refused before anything else: no audit file made, no root announced.
+        assert!(!audit.exists(), "{flag} {value}: the audit log was created");
+        assert!(!stderr.contains("sandbox root"), "{flag} {value}: {stderr}");
     }
 }
 
