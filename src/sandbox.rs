@@ -82,34 +82,23 @@ impl Root {
     }
 }
 
-/// `f_type` values of the file systems whose metadata operations never wait on a network or a
-/// user-space server.
-const LOCAL_DISK_MAGICS: [u64; 14] = [
-    0xEF53,      // ext2, ext3, ext4
-    0x5846_5342, // XFS
-    0x9123_683E, // Btrfs
-    0x0102_1994, // tmpfs
-    0x8584_58F6, // ramfs
-    0x794C_7630, // overlayfs
-    0xF2F5_2010, // F2FS
-    0x2FC1_2FC1, // ZFS
-    0xCA45_1A4E, // bcachefs
-    0x3153_464A, // JFS
-    0x5265_4973, // ReiserFS
-    0x4D44,      // FAT
-    0x2011_BAB0, // exFAT
-    0x7366_746E, // NTFS (ntfs3)
-];
-
-/// `f_type` values of the local file systems without `FICLONE`.
-const NO_CLONE_MAGICS: [u64; 7] = [
-    0xEF53,      // ext2, ext3, ext4
-    0x0102_1994, // tmpfs
-    0x8584_58F6, // ramfs
-    0x3153_464A, // JFS
-    0x5265_4973, // ReiserFS
-    0x4D44,      // FAT
-    0x2011_BAB0, // exFAT
+/// The local-disk file systems, whose metadata operations never wait on a network or a
+/// user-space server, by `f_type`, each with whether it may have reflinks (`FICLONE`).
+const LOCAL_DISKS: [(u64, bool); 14] = [
+    (0xEF53, false),      // ext2, ext3, ext4
+    (0x5846_5342, true),  // XFS
+    (0x9123_683E, true),  // Btrfs
+    (0x0102_1994, false), // tmpfs
+    (0x8584_58F6, false), // ramfs
+    (0x794C_7630, true),  // overlayfs
+    (0xF2F5_2010, true),  // F2FS
+    (0x2FC1_2FC1, true),  // ZFS
+    (0xCA45_1A4E, true),  // bcachefs
+    (0x3153_464A, false), // JFS
+    (0x5265_4973, false), // ReiserFS
+    (0x4D44, false),      // FAT
+    (0x2011_BAB0, false), // exFAT
+    (0x7366_746E, true),  // NTFS (ntfs3)
 ];
 
 /// The `f_type` of the file system holding the directory `dir`.
@@ -190,8 +179,10 @@ impl Sandbox {
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", canonical.display())))?;
         let id = FileId::of(&dir.dir_metadata()?);
         let magic = file_system_magic(&dir);
-        let local_disk = magic.is_some_and(|m| LOCAL_DISK_MAGICS.contains(&m));
-        let clones = !magic.is_some_and(|m| NO_CLONE_MAGICS.contains(&m));
+        let local = magic.and_then(|m| LOCAL_DISKS.iter().find(|(known, _)| *known == m));
+        let local_disk = local.is_some();
+        // Anything not known to lack reflinks is asked for one.
+        let clones = local.is_none_or(|(_, clones)| *clones);
         let path = AbsolutePathBuf::new(&canonical)?;
         if self.roots.iter().any(|r| r.path == path || r.id == id) {
             return Err(io::Error::new(
