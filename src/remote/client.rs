@@ -16,11 +16,13 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use super::RemoteOptions;
+use super::outgoing::{Outbound, write_out};
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RequestId, RootDescription,
     data_frame_stream,
 };
+use crate::transport::shared::DirectSocket;
 use crate::{AbsolutePathBuf, WriteOptions};
 
 /// A reply as it arrived: the whole message, which its caller decodes straight into the type
@@ -46,7 +48,9 @@ const OUT_QUEUE_MESSAGES: usize = 32;
 
 #[derive(Debug)]
 pub(super) struct Client {
-    pub(super) out: mpsc::Sender<WsMessage>,
+    out: mpsc::Sender<Outbound>,
+    /// The writer sends streamed writes' data frames itself, past tungstenite (`outgoing.rs`).
+    pub(super) direct_frames: bool,
     pub(super) pending: Pending,
     pub(super) downloads: Downloads,
     pub(super) upload_slots: tokio::sync::Semaphore,
@@ -99,6 +103,7 @@ impl Client {
     /// Starts the reader and writer tasks on an open WebSocket and completes `initialize`.
     pub(super) async fn start<S>(
         ws: tokio_tungstenite::WebSocketStream<S>,
+        socket: Option<DirectSocket>,
         options: &RemoteOptions,
         command: Option<CommandGroup>,
     ) -> io::Result<Self>
@@ -106,8 +111,9 @@ impl Client {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sink, stream) = ws.split();
-        let (out, out_rx) = mpsc::channel::<WsMessage>(OUT_QUEUE_MESSAGES);
-        tokio::spawn(crate::transport::ws::write_queued(sink, out_rx));
+        let (out, out_rx) = mpsc::channel::<Outbound>(OUT_QUEUE_MESSAGES);
+        let direct_frames = socket.is_some();
+        tokio::spawn(write_out(sink, socket, out_rx));
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let downloads: Downloads = Arc::default();
         let reader = tokio::spawn(read_replies(
@@ -117,6 +123,7 @@ impl Client {
         ));
         let mut client = Client {
             out,
+            direct_frames,
             pending,
             downloads,
             upload_slots: tokio::sync::Semaphore::new(MAX_UPLOADS),
@@ -153,7 +160,13 @@ impl Client {
 
     /// Tells the server to give up a streamed write: an empty data frame of its stream.
     pub(super) fn abort_upload(&self, header: &[u8; DATA_FRAME_HEADER_LEN]) {
-        let _ = self.out.try_send(WsMessage::Binary(header.to_vec().into()));
+        let message = WsMessage::Binary(header.to_vec().into());
+        let _ = self.out.try_send(Outbound::Message(message));
+    }
+
+    /// Queues `item` for the writer.
+    pub(super) async fn send(&self, item: Outbound) -> io::Result<()> {
+        self.out.send(item).await.map_err(|_| connection_lost())
     }
 
     pub(super) async fn call<T: DeserializeOwned>(
@@ -231,7 +244,11 @@ impl Client {
             let map = pending.as_mut().ok_or_else(connection_lost)?;
             map.insert(id, tx);
         }
-        if self.out.send(WsMessage::text(text)).await.is_err() {
+        if self
+            .send(Outbound::Message(WsMessage::text(text)))
+            .await
+            .is_err()
+        {
             self.forget(id);
             return Err(connection_lost());
         }
@@ -249,10 +266,8 @@ impl Client {
             method: method.to_string(),
             params: None,
         });
-        self.out
-            .send(WsMessage::text(notification.to_text()))
+        self.send(Outbound::Message(WsMessage::text(notification.to_text())))
             .await
-            .map_err(|_| connection_lost())
     }
 }
 

@@ -5,13 +5,17 @@ use std::io;
 use std::process::Stdio;
 
 use tokio_tungstenite::tungstenite::Error as WsError;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::client::{IntoClientRequest, uri_mode};
+use tokio_tungstenite::tungstenite::error::UrlError;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::stream::Mode;
 
 use super::RemoteFileSystem;
 use super::RemoteOptions;
 use super::client::{Client, CommandGroup, timed_out};
+use crate::transport::shared::{DirectSocket, SharedSocket};
 
 /// No bound on incoming messages: the server is trusted to send what the client asked for.
 fn client_ws_config() -> WebSocketConfig {
@@ -60,6 +64,35 @@ fn tls_connector(ca_file: Option<&std::path::Path>) -> io::Result<tokio_tungsten
     Ok(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(
         config,
     )))
+}
+
+/// Runs `connect` (the TCP or TLS connection and the WebSocket upgrade) within the connect
+/// timeout, its failure as [`connect_error`] describes it.
+async fn within<T>(
+    url: &str,
+    options: &RemoteOptions,
+    connect: impl Future<Output = Result<T, WsError>>,
+) -> io::Result<T> {
+    tokio::time::timeout(options.connect_timeout, connect)
+        .await
+        .map_err(|_| timed_out("connecting", options.connect_timeout))?
+        .map_err(|e| connect_error(url, e))
+}
+
+/// The TCP connection to the host and port `request` names, without Nagle's delay (requests
+/// are small and waited on).
+async fn connect_tcp(request: &Request) -> Result<tokio::net::TcpStream, WsError> {
+    let uri = request.uri();
+    let host = uri.host().ok_or(WsError::Url(UrlError::NoHostName))?;
+    // An IPv6 address comes in brackets.
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port = uri.port_u16().unwrap_or(80);
+    let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
 }
 
 /// Maps a failed WebSocket connect to an `io::Error` a person can act on.
@@ -112,33 +145,41 @@ impl RemoteFileSystem {
             })?;
             request.headers_mut().insert(header::AUTHORIZATION, value);
         }
-        let tls = url.starts_with("wss://");
-        #[cfg(feature = "tls")]
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            request,
-            Some(client_ws_config()),
-            true,
-            if tls {
-                Some(tls_connector(options.ca_file.as_deref())?)
-            } else {
-                None
-            },
-        );
-        #[cfg(not(feature = "tls"))]
-        let connect = {
-            if tls {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "wss:// needs capfs built with its `tls` feature",
-                ));
-            }
-            tokio_tungstenite::connect_async_with_config(request, Some(client_ws_config()), true)
+        let mode = uri_mode(request.uri()).map_err(|e| connect_error(url, e))?;
+        if matches!(mode, Mode::Tls) {
+            return Self::connect_tls(url, request, options).await;
+        }
+        // Plain TCP: the writer writes streamed writes' data frames into the socket itself.
+        let connect = async {
+            let tcp = connect_tcp(&request).await?;
+            let shared = SharedSocket::new(tcp);
+            let socket = shared.direct();
+            let config = Some(client_ws_config());
+            let (ws, _) =
+                tokio_tungstenite::client_async_with_config(request, shared, config).await?;
+            Ok((ws, socket))
         };
-        let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
-            .await
-            .map_err(|_| timed_out("connecting", options.connect_timeout))?
-            .map_err(|e| connect_error(url, e))?;
-        Self::start(ws, &options, None).await
+        let (ws, socket) = within(url, &options, connect).await?;
+        Self::start(ws, Some(socket), &options, None).await
+    }
+
+    /// A `wss://` connection: TLS with the platform's roots and `options.ca_file`.
+    #[cfg(feature = "tls")]
+    async fn connect_tls(url: &str, request: Request, options: RemoteOptions) -> io::Result<Self> {
+        let tls = tls_connector(options.ca_file.as_deref())?;
+        let config = Some(client_ws_config());
+        let connect =
+            tokio_tungstenite::connect_async_tls_with_config(request, config, true, Some(tls));
+        let (ws, _) = within(url, &options, connect).await?;
+        Self::start(ws, None, &options, None).await
+    }
+
+    #[cfg(not(feature = "tls"))]
+    async fn connect_tls(_: &str, _: Request, _: RemoteOptions) -> io::Result<Self> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "wss:// needs capfs built with its `tls` feature",
+        ))
     }
 
     /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout, as
@@ -188,7 +229,7 @@ impl RemoteFileSystem {
             Some(client_ws_config()),
         )
         .await;
-        Self::start(ws, &options, Some(child))
+        Self::start(ws, None, &options, Some(child))
             .await
             .map_err(|e| io::Error::new(e.kind(), format!("`{command}`: {e}")))
     }
@@ -196,13 +237,14 @@ impl RemoteFileSystem {
     /// Starts the connection's tasks on an open WebSocket and completes `initialize`.
     async fn start<S>(
         ws: tokio_tungstenite::WebSocketStream<S>,
+        socket: Option<DirectSocket>,
         options: &RemoteOptions,
         command: Option<CommandGroup>,
     ) -> io::Result<Self>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let client = Client::start(ws, options, command).await?;
+        let client = Client::start(ws, socket, options, command).await?;
         Ok(Self {
             client: std::sync::Arc::new(client),
         })

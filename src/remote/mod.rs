@@ -12,6 +12,7 @@
 mod client;
 mod connect;
 mod options;
+mod outgoing;
 mod stream;
 
 use std::io;

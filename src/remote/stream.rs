@@ -3,19 +3,18 @@
 
 use std::io;
 
-use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::RemoteFileSystem;
 use super::client::{Downloads, connection_lost, finish};
+use super::outgoing::{Frames, Outbound};
 use crate::error::{check_stream_size, stream_ended_early};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
     ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header, data_frame_last_header,
 };
-use crate::transport::ws::start_frame;
 use crate::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Data frames a streamed read may have queued between the socket and its consumer.
@@ -131,8 +130,7 @@ impl RemoteFileSystem {
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
             .await?;
         let header = data_frame_header(stream_id);
-        // Frames are built here and split off as they are queued (see `start_frame`).
-        let mut frames = BytesMut::new();
+        let mut frames = Frames::new(client.direct_frames);
         let mut sent = 0u64;
         loop {
             let left = size.map_or(u64::MAX, |size| size - sent);
@@ -148,8 +146,8 @@ impl RemoteFileSystem {
                 ));
             }
             let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
-            start_frame(&mut frames, &header, want);
-            let n = fill(&mut *reader, &mut frames, want)
+            let n = frames
+                .fill(&mut *reader, &header, want)
                 .await
                 .inspect_err(|_| client.abort_upload(&header))?;
             if n == 0 {
@@ -160,17 +158,11 @@ impl RemoteFileSystem {
                 // The end of an unsized write: an empty last frame.
                 let last = data_frame_last_header(stream_id);
                 client
-                    .out
-                    .send(WsMessage::Binary(last.to_vec().into()))
-                    .await
-                    .map_err(|_| connection_lost())?;
+                    .send(Outbound::Message(WsMessage::Binary(last.to_vec().into())))
+                    .await?;
                 break;
             }
-            client
-                .out
-                .send(WsMessage::Binary(frames.split().freeze()))
-                .await
-                .map_err(|_| connection_lost())?;
+            client.send(frames.take(&header, n)).await?;
             sent += n as u64;
             progress(sent);
         }
@@ -182,22 +174,6 @@ impl RemoteFileSystem {
             ));
         }
         Ok(sent)
-    }
-}
-
-/// Appends up to `want` bytes of `reader` to `buffer`, fewer only at its end; returns how many.
-async fn fill(
-    reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
-    buffer: &mut BytesMut,
-    want: usize,
-) -> io::Result<usize> {
-    let mut limited = reader.take(want as u64);
-    let mut filled = 0;
-    loop {
-        match limited.read_buf(buffer).await? {
-            0 => return Ok(filled),
-            n => filled += n,
-        }
     }
 }
 

@@ -20,7 +20,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
 use super::handler::{self, Payload, send, send_reply};
-use super::outgoing::{self, DirectSocket, Outgoing};
+use super::outgoing::{self, Outgoing};
 use super::session::{FsCall, Session, Step};
 use super::stream::{self, StreamContext};
 use super::work::{Permits, Work};
@@ -29,6 +29,7 @@ use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
     ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
 };
+use crate::transport::shared::DirectSocket;
 
 /// Messages queued for one connection's writer. Where a streamed read's data frames go through
 /// the queue (not read by the writer itself, see `outgoing.rs`), this bounds them at 8 MiB per

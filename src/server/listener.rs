@@ -21,9 +21,9 @@ use tokio_util::task::TaskTracker;
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
-use super::outgoing::SharedSocket;
 use super::threads::ConnectionThreads;
 use crate::ExecutorFileSystem;
+use crate::transport::shared::SharedSocket;
 use crate::transport::stdio::EndAsStop;
 
 /// The answer to `GET /readyz`.
@@ -403,7 +403,7 @@ async fn serve_connection(
         };
         let config = ws_config(&shared.config);
         // Shared with the connection's writer, which writes data frames into it.
-        let shared_socket = SharedSocket::new(Arc::new(stream));
+        let shared_socket = SharedSocket::new(stream);
         let socket = shared_socket.direct();
         let ws =
             tokio_tungstenite::accept_hdr_async_with_config(shared_socket, callback, Some(config))

@@ -14,7 +14,7 @@
 //! shrinks or grows meanwhile still gives well-formed frames, and the stream reports exactly
 //! what it sent. tungstenite writes too, from both halves (the read loop's half answers pings),
 //! so the writer takes the socket for each frame once nothing of tungstenite's is half-written
-//! on it, and tungstenite's writes wait until the frame is out ([`SharedSocket`]).
+//! on it, and tungstenite's writes wait until the frame is out (`transport/shared.rs`).
 //!
 //! A connection without a TCP socket (stdio) and a backend without descriptors to hand over
 //! send their frames through `read_file_to` and tungstenite instead (`stream.rs`).
@@ -22,17 +22,12 @@
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
-use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use futures_util::{Sink, SinkExt};
 use rustix::io::{Errno, IoSliceMut, ReadWriteFlags};
-use rustix::net::SendFlags;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
@@ -40,6 +35,7 @@ use super::work::Work;
 use crate::AbsolutePathBuf;
 use crate::error::{stream_idle, too_large, with_path};
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
+use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
 
 /// Spans one streamed read may have queued or in the writer at once: enough that the writer
 /// always has the next one when it finishes a frame.
@@ -166,147 +162,6 @@ impl SpanQueue<'_> {
     }
 }
 
-/// The socket of a TCP connection, shared by tungstenite (which reads and writes messages
-/// through this handle) and the connection's writer (which writes data frames into it between
-/// messages). Only the read loop reads. Both halves of tungstenite write: the writer's half its
-/// messages, the read loop's half the pong or close a ping or close asks for. So the writer
-/// takes the socket for each data frame ([`Turn`]), and tungstenite's writes wait meanwhile.
-pub(crate) struct SharedSocket {
-    socket: Arc<TcpStream>,
-    turn: Arc<Turn>,
-}
-
-impl SharedSocket {
-    pub(crate) fn new(socket: Arc<TcpStream>) -> Self {
-        Self {
-            socket,
-            turn: Arc::new(Turn::default()),
-        }
-    }
-
-    /// The writer's handle on the same socket.
-    pub(crate) fn direct(&self) -> DirectSocket {
-        DirectSocket {
-            socket: Arc::clone(&self.socket),
-            turn: Arc::clone(&self.turn),
-        }
-    }
-}
-
-/// Who may write to a shared socket. A frame is only ever written whole: tungstenite's writes
-/// wait while the writer has the socket, and the writer takes it only once tungstenite has
-/// nothing half-written on it.
-#[derive(Default)]
-struct Turn {
-    state: Mutex<TurnState>,
-}
-
-#[derive(Default)]
-struct TurnState {
-    /// The writer is writing a data frame.
-    direct: bool,
-    /// tungstenite's last write took only part of its buffer: a frame of its may be half out.
-    partial: bool,
-    /// A tungstenite write waiting for the writer's frame to end.
-    waiting: Option<Waker>,
-}
-
-impl AsyncRead for SharedSocket {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        loop {
-            ready!(self.socket.poll_read_ready(cx))?;
-            // tungstenite hands over initialised buffers, so this initialises nothing.
-            match self.socket.try_read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
-    }
-}
-
-impl AsyncWrite for SharedSocket {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        loop {
-            ready!(self.socket.poll_write_ready(cx))?;
-            let mut turn = self.turn.state.lock().expect("turn lock");
-            if turn.direct {
-                turn.waiting = Some(cx.waker().clone());
-                return Poll::Pending;
-            }
-            match self.socket.try_write(buf) {
-                Ok(n) => {
-                    // tungstenite writes all it holds each time: less means some is left.
-                    turn.partial = n < buf.len();
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let shut = rustix::net::shutdown(&*self.socket, rustix::net::Shutdown::Write);
-        Poll::Ready(match shut {
-            Ok(()) | Err(Errno::NOTCONN) => Ok(()),
-            Err(e) => Err(e.into()),
-        })
-    }
-}
-
-/// The writer's side of a [`SharedSocket`].
-pub(crate) struct DirectSocket {
-    socket: Arc<TcpStream>,
-    turn: Arc<Turn>,
-}
-
-impl DirectSocket {
-    /// Takes the socket for one data frame: flushes what tungstenite holds, until nothing of
-    /// its is half-written, then holds its writes back until [`release`](Self::release).
-    async fn take<S>(&self, sink: &mut S) -> Result<(), Failed>
-    where
-        S: Sink<WsMessage> + Unpin,
-    {
-        loop {
-            sink.flush().await.map_err(|_| Failed::Socket)?;
-            let mut turn = self.turn.state.lock().expect("turn lock");
-            // The read loop's half may have begun a pong since the flush; then flush again.
-            if !turn.partial {
-                turn.direct = true;
-                return Ok(());
-            }
-        }
-    }
-
-    /// Gives the socket back to tungstenite.
-    fn release(&self) {
-        let waiting = {
-            let mut turn = self.turn.state.lock().expect("turn lock");
-            turn.direct = false;
-            turn.waiting.take()
-        };
-        if let Some(waker) = waiting {
-            waker.wake();
-        }
-    }
-}
-
 /// Writes queued messages and spans until the queue closes, then closes the socket. Messages
 /// queued together go out in one flush; a span goes out after everything queued before it.
 /// `socket` is the connection's TCP socket, when it has one to write data frames into (spans
@@ -384,9 +239,6 @@ enum Failed {
     Socket,
 }
 
-/// Room for the longest WebSocket frame header and a data-frame header.
-const FRAME_HEAD_ROOM: usize = 10 + DATA_FRAME_HEADER_LEN;
-
 /// The writer's means of writing data frames past tungstenite: the socket, and the one buffer
 /// every frame is read into.
 struct DirectFrames {
@@ -432,15 +284,9 @@ impl DirectFrames {
         }
         source.offset.store(offset + n as u64, Ordering::Relaxed);
         // The headers go right before the payload, so the frame is one slice.
-        let mut head = [0u8; FRAME_HEAD_ROOM];
-        let head_len = frame_head(&mut head, &source.header, n);
-        let start = FRAME_HEAD_ROOM - head_len;
-        self.buffer[start..FRAME_HEAD_ROOM].copy_from_slice(&head[..head_len]);
+        let start = frame_in_place(&mut self.buffer, &source.header, n, None);
         let frame = &self.buffer[start..FRAME_HEAD_ROOM + n];
-        self.socket.take(sink).await?;
-        let written = write_all(&self.socket.socket, frame).await;
-        self.socket.release();
-        match written {
+        match self.socket.send_frame(sink, frame).await {
             Ok(()) => Ok(n),
             Err(e) => {
                 tracing::debug!("writing a data frame failed: {e}");
@@ -500,71 +346,6 @@ fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usiz
         match file.read_at(buf, offset) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             read => return read,
-        }
-    }
-}
-
-/// Writes all of `bytes` to the socket, waiting for room.
-async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        let n = socket
-            .async_io(Interest::WRITABLE, || {
-                rustix::net::send(socket, bytes, SendFlags::NOSIGNAL).map_err(io::Error::from)
-            })
-            .await?;
-        if n == 0 {
-            return Err(io::Error::from(io::ErrorKind::WriteZero));
-        }
-        bytes = &bytes[n..];
-    }
-    Ok(())
-}
-
-/// Writes into `head` the header of an unmasked, final binary WebSocket frame (RFC 6455 §5.2)
-/// whose payload is the data-frame header `data_header` and then `payload_len` bytes, followed
-/// by that data-frame header; returns its length.
-fn frame_head(head: &mut [u8; FRAME_HEAD_ROOM], data_header: &[u8], payload_len: usize) -> usize {
-    let len = DATA_FRAME_HEADER_LEN + payload_len;
-    // FIN and opcode 2 (binary); no mask, as from a server.
-    head[0] = 0x82;
-    let mut at = 2;
-    if len < 126 {
-        head[1] = len as u8;
-    } else if let Ok(short) = u16::try_from(len) {
-        head[1] = 126;
-        head[2..4].copy_from_slice(&short.to_be_bytes());
-        at = 4;
-    } else {
-        head[1] = 127;
-        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
-        at = 10;
-    }
-    head[at..at + DATA_FRAME_HEADER_LEN].copy_from_slice(data_header);
-    at + DATA_FRAME_HEADER_LEN
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
-
-    use super::*;
-
-    /// Every length class of the frame header parses back, as tungstenite reads it, to the
-    /// length written, with no mask.
-    #[test]
-    fn frame_heads_parse_back_with_their_lengths() {
-        let data_header = data_frame_header(0x0102_0304_0506_0708);
-        for payload_len in [0, 1, 116, 117, 65_526, 65_527, 262_144, 1 << 20] {
-            let mut head = [0u8; FRAME_HEAD_ROOM];
-            let n = frame_head(&mut head, &data_header, payload_len);
-            let mut cursor = io::Cursor::new(&head[..n]);
-            let (header, len) = FrameHeader::parse(&mut cursor)
-                .expect("parses")
-                .expect("complete");
-            assert_eq!(len, (DATA_FRAME_HEADER_LEN + payload_len) as u64);
-            assert!(header.is_final && header.mask.is_none(), "{header:?}");
-            let at = cursor.position() as usize;
-            assert_eq!(&head[at..n], &data_header[..], "{payload_len}");
         }
     }
 }

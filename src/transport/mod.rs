@@ -1,5 +1,7 @@
-//! What the client and the server share about carrying WebSocket frames: the outgoing writer
-//! and the byte-stream adapter of the stdio transport.
+//! What the client and the server share about carrying WebSocket frames: the outgoing writer,
+//! the TCP socket that tungstenite shares with whole data frames written past it, and the
+//! byte-stream adapter of the stdio transport.
 
+pub(crate) mod shared;
 pub(crate) mod stdio;
 pub(crate) mod ws;

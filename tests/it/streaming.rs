@@ -205,6 +205,96 @@ async fn download_while_pinging(url: &str, ws: &Path, data: &[u8]) {
     assert!(pings > 0 && pongs > 0, "{pings} pings, {pongs} pongs");
 }
 
+/// The client writes a streamed write's data frames into the socket itself, while its reader
+/// task's tungstenite answers pings on the same socket. A server that pings after every data
+/// frame it receives: the client's writer may be in the middle of a frame (the socket full), and
+/// no pong may land inside it. The server's tungstenite refuses anything but whole, masked
+/// frames; every frame must carry the stream's id and the contents arrive whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pings_during_an_upload_never_split_a_data_frame() {
+    let data = pattern(24 << 20, 7);
+    // A small receive buffer keeps the client's socket full: its frames go out in parts.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let (mut got, mut pings, mut pongs) = (Vec::new(), 0, 0);
+        let mut upload: Option<(serde_json::Value, u64, usize)> = None;
+        loop {
+            let frame = tokio::time::timeout(WAIT, ws.next())
+                .await
+                .expect("the client sends in time")
+                .expect("the connection stays open")
+                .expect("every frame is whole and masked");
+            match frame {
+                WsMessage::Text(text) => {
+                    let request: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let params = &request["params"];
+                    let result = match request["method"].as_str().unwrap_or("") {
+                        "initialize" => json!({"capfs": {"version": "0",
+                            "maxMessageBytes": 1 << 20, "dataFrames": true,
+                            "roots": [{"path": "/ws", "access": "read-write"}]}}),
+                        "capfs/writeFileStream" => {
+                            let (stream, size) = (&params["streamId"], &params["size"]);
+                            let size = size.as_u64().unwrap() as usize;
+                            upload = Some((request["id"].clone(), stream.as_u64().unwrap(), size));
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    let reply = json!({"id": request["id"], "result": result});
+                    ws.send(WsMessage::text(reply.to_string())).await.unwrap();
+                }
+                WsMessage::Binary(bytes) => {
+                    let (id, stream, size) = upload.clone().expect("frames after the request");
+                    assert_eq!(bytes[0], 0, "a data frame's tag");
+                    assert_eq!(&bytes[1..9], &stream.to_be_bytes(), "the stream id");
+                    got.extend_from_slice(&bytes[9..]);
+                    if got.len() >= size {
+                        let reply = json!({"id": id, "result": {"size": got.len()}});
+                        ws.send(WsMessage::text(reply.to_string())).await.unwrap();
+                        break;
+                    }
+                    // A ping after every frame, while the client keeps the socket full.
+                    ws.send(WsMessage::Ping(vec![4, 5, 6].into()))
+                        .await
+                        .unwrap();
+                    pings += 1;
+                }
+                WsMessage::Pong(_) => pongs += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        (got, pings, pongs)
+    });
+    let fs = client(&url).await;
+    let path = AbsolutePathBuf::new("/ws/big").unwrap();
+    let size = Some(data.len() as u64);
+    let written = fs
+        .write_file_from(
+            &path,
+            &mut data.as_slice(),
+            size,
+            WriteOptions::default(),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    assert_eq!(written, data.len() as u64);
+    let (got, pings, pongs) = server.await.unwrap();
+    assert!(
+        got == data,
+        "{} bytes of {} arrived, or not in order",
+        got.len(),
+        data.len()
+    );
+    assert!(pings > 0 && pongs > 0, "{pings} pings, {pongs} pongs");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_calls_report_progress_and_refuse_a_short_source() {
     let (_dir, ws) = workspace();

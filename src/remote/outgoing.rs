@@ -1,0 +1,176 @@
+//! What the client's writer sends: messages through tungstenite, and on a TCP connection the
+//! data frames of streamed writes, which it writes past tungstenite.
+//!
+//! A streamed write reads each frame's contents straight into a buffer of its own, behind room
+//! for the frame's headers, masks the frame there (a client's frames must be masked, RFC 6455
+//! §5.3) and queues the whole buffer; the writer sends it with one `send` and hands the buffer
+//! back for the frame after next ([`Frames`]). A data frame thus costs the source's read and one
+//! copy into the socket. Through tungstenite it also cost zeroing the frame's room before the
+//! read and the masked copy into tungstenite's buffer. tungstenite writes too (the reader task's
+//! half answers pings), so the writer takes the socket for each frame only once nothing of
+//! tungstenite's is half-written (`transport/shared.rs`).
+//!
+//! Over a command's stdin and stdout, or TLS, frames go through tungstenite as messages.
+
+use std::collections::VecDeque;
+use std::io;
+
+use bytes::BytesMut;
+use futures_util::{Sink, SinkExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use super::client::connection_lost;
+use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
+use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
+use crate::transport::ws::start_frame;
+
+/// Data frames of one streamed write in the writer's queue at once; each holds a buffer of a
+/// frame's size. Two let the next frame be read while the writer sends the last.
+const FRAMES_AHEAD: usize = 2;
+
+/// What the client's writer sends.
+#[derive(Debug)]
+pub(super) enum Outbound {
+    Message(WsMessage),
+    /// A whole, masked data frame: `buffer[start..end]`. The buffer goes back through `done`
+    /// once sent.
+    Frame {
+        buffer: Vec<u8>,
+        start: usize,
+        end: usize,
+        done: oneshot::Sender<Vec<u8>>,
+    },
+}
+
+/// Writes queued messages and frames until the queue closes, then closes the socket. Messages
+/// queued together go out in one flush; a frame goes out after everything queued before it.
+/// Frames are queued only when `socket` is there, the connection's TCP socket.
+pub(super) async fn write_out<S>(
+    mut sink: S,
+    socket: Option<DirectSocket>,
+    mut queue: mpsc::Receiver<Outbound>,
+) where
+    S: Sink<WsMessage> + Unpin,
+{
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            match item {
+                Outbound::Message(message) => {
+                    if sink.feed(message).await.is_err() {
+                        return;
+                    }
+                }
+                Outbound::Frame {
+                    buffer,
+                    start,
+                    end,
+                    done,
+                } => {
+                    // Without a socket the frame cannot go: ending here fails every call.
+                    let Some(socket) = &socket else { return };
+                    if let Err(e) = socket.send_frame(&mut sink, &buffer[start..end]).await {
+                        tracing::debug!("writing a data frame failed: {e}");
+                        return;
+                    }
+                    let _ = done.send(buffer);
+                }
+            }
+            next = queue.try_recv().ok();
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = sink.close().await;
+}
+
+/// How one streamed write builds its data frames and queues them.
+pub(super) enum Frames {
+    /// As messages for tungstenite, built in an arena (see `start_frame`).
+    Messages(BytesMut),
+    /// Whole and masked, for the writer to send itself: the buffers in its queue, oldest first,
+    /// and the one being filled.
+    Direct {
+        queued: VecDeque<oneshot::Receiver<Vec<u8>>>,
+        filling: Vec<u8>,
+    },
+}
+
+impl Frames {
+    pub(super) fn new(direct: bool) -> Self {
+        if direct {
+            Self::Direct {
+                queued: VecDeque::new(),
+                filling: Vec::new(),
+            }
+        } else {
+            Self::Messages(BytesMut::new())
+        }
+    }
+
+    /// Reads the next frame's contents from `reader`: `want` bytes, fewer only at its end;
+    /// returns how many.
+    pub(super) async fn fill(
+        &mut self,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        header: &[u8; DATA_FRAME_HEADER_LEN],
+        want: usize,
+    ) -> io::Result<usize> {
+        match self {
+            Self::Messages(arena) => {
+                start_frame(arena, header, want);
+                let mut limited = reader.take(want as u64);
+                let mut filled = 0;
+                loop {
+                    match limited.read_buf(arena).await? {
+                        0 => return Ok(filled),
+                        n => filled += n,
+                    }
+                }
+            }
+            Self::Direct { queued, filling } => {
+                if filling.is_empty() {
+                    *filling = if queued.len() < FRAMES_AHEAD {
+                        // Zeroed once; reads into it initialise nothing after.
+                        vec![0u8; FRAME_HEAD_ROOM + DATA_CHUNK_BYTES]
+                    } else {
+                        let oldest = queued.pop_front().expect("frames are queued");
+                        oldest.await.map_err(|_| connection_lost())?
+                    };
+                }
+                let room = &mut filling[FRAME_HEAD_ROOM..FRAME_HEAD_ROOM + want];
+                let mut filled = 0;
+                while filled < want {
+                    match reader.read(&mut room[filled..]).await? {
+                        0 => break,
+                        n => filled += n,
+                    }
+                }
+                Ok(filled)
+            }
+        }
+    }
+
+    /// The frame `fill` read, of `len` bytes of contents, as the writer's next item.
+    pub(super) fn take(&mut self, header: &[u8; DATA_FRAME_HEADER_LEN], len: usize) -> Outbound {
+        match self {
+            Self::Messages(arena) => Outbound::Message(WsMessage::Binary(arena.split().freeze())),
+            Self::Direct { queued, filling } => {
+                let mut buffer = std::mem::take(filling);
+                let mask = rand::random::<[u8; 4]>();
+                let start = frame_in_place(&mut buffer, header, len, Some(mask));
+                let (done, back) = oneshot::channel();
+                queued.push_back(back);
+                Outbound::Frame {
+                    buffer,
+                    start,
+                    end: FRAME_HEAD_ROOM + len,
+                    done,
+                }
+            }
+        }
+    }
+}

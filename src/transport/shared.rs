@@ -1,0 +1,305 @@
+//! A TCP socket that tungstenite and the code around it both write: tungstenite its messages,
+//! the connection's writer whole data frames it builds itself, past tungstenite's buffers.
+//!
+//! The server sends the data frames of a streamed read this way (`server/outgoing.rs`), the
+//! client those of a streamed write (`remote/upload.rs`). Both halves of tungstenite write:
+//! the writer's half its messages, the read half the pong or close a ping or close asks for, at
+//! any time. So the writer takes the socket for each data frame ([`Turn`]) once nothing of
+//! tungstenite's is half-written on it, and tungstenite's writes wait until the frame is out: a
+//! frame is only ever written whole.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker, ready};
+
+use futures_util::{Sink, SinkExt};
+use rustix::io::Errno;
+use rustix::net::SendFlags;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use crate::protocol::DATA_FRAME_HEADER_LEN;
+
+/// Room for the longest WebSocket frame header (a 64-bit length and a masking key) and a
+/// data-frame header, in front of a data frame's payload.
+pub(crate) const FRAME_HEAD_ROOM: usize = 14 + DATA_FRAME_HEADER_LEN;
+
+/// The socket of a TCP connection as tungstenite reads and writes it; the writer's handle on
+/// the same socket is [`DirectSocket`]. Only tungstenite reads.
+pub(crate) struct SharedSocket {
+    socket: Arc<TcpStream>,
+    turn: Arc<Turn>,
+}
+
+impl SharedSocket {
+    pub(crate) fn new(socket: TcpStream) -> Self {
+        Self {
+            socket: Arc::new(socket),
+            turn: Arc::new(Turn::default()),
+        }
+    }
+
+    /// The writer's handle on the same socket.
+    pub(crate) fn direct(&self) -> DirectSocket {
+        DirectSocket {
+            socket: Arc::clone(&self.socket),
+            turn: Arc::clone(&self.turn),
+        }
+    }
+}
+
+/// Who may write to a shared socket: tungstenite's writes wait while the writer has the
+/// socket, and the writer takes it only once tungstenite has nothing half-written on it.
+#[derive(Default)]
+struct Turn {
+    state: Mutex<TurnState>,
+}
+
+#[derive(Default)]
+struct TurnState {
+    /// The writer is writing a data frame.
+    direct: bool,
+    /// tungstenite's last write took only part of its buffer: a frame of its may be half out.
+    partial: bool,
+    /// A tungstenite write waiting for the writer's frame to end.
+    waiting: Option<Waker>,
+}
+
+impl AsyncRead for SharedSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            ready!(self.socket.poll_read_ready(cx))?;
+            // tungstenite hands over initialised buffers, so this initialises nothing.
+            match self.socket.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.socket.poll_write_ready(cx))?;
+            let mut turn = self.turn.state.lock().expect("turn lock");
+            if turn.direct {
+                turn.waiting = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            match self.socket.try_write(buf) {
+                Ok(n) => {
+                    // tungstenite writes all it holds each time: less means some is left.
+                    turn.partial = n < buf.len();
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let shut = rustix::net::shutdown(&*self.socket, rustix::net::Shutdown::Write);
+        Poll::Ready(match shut {
+            Ok(()) | Err(Errno::NOTCONN) => Ok(()),
+            Err(e) => Err(e.into()),
+        })
+    }
+}
+
+/// The writer's side of a [`SharedSocket`].
+pub(crate) struct DirectSocket {
+    socket: Arc<TcpStream>,
+    turn: Arc<Turn>,
+}
+
+impl std::fmt::Debug for DirectSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectSocket").finish_non_exhaustive()
+    }
+}
+
+impl DirectSocket {
+    /// Writes `frame`, one whole WebSocket frame, after everything `sink` (tungstenite's
+    /// writing half on this socket) has taken. An error means the connection is over: the frame
+    /// may be half out.
+    pub(crate) async fn send_frame<S>(&self, sink: &mut S, frame: &[u8]) -> io::Result<()>
+    where
+        S: Sink<WsMessage> + Unpin,
+    {
+        self.take(sink).await?;
+        let written = write_all(&self.socket, frame).await;
+        self.release();
+        written
+    }
+
+    /// Takes the socket for one data frame: flushes what tungstenite holds, until nothing of
+    /// its is half-written, then holds its writes back until [`release`](Self::release).
+    async fn take<S>(&self, sink: &mut S) -> io::Result<()>
+    where
+        S: Sink<WsMessage> + Unpin,
+    {
+        loop {
+            if sink.flush().await.is_err() {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the WebSocket's writer failed",
+                ));
+            }
+            let mut turn = self.turn.state.lock().expect("turn lock");
+            // The read half may have begun a pong since the flush; then flush again.
+            if !turn.partial {
+                turn.direct = true;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Gives the socket back to tungstenite.
+    fn release(&self) {
+        let waiting = {
+            let mut turn = self.turn.state.lock().expect("turn lock");
+            turn.direct = false;
+            turn.waiting.take()
+        };
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
+    }
+}
+
+/// Writes all of `bytes` to the socket, waiting for room.
+async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let n = socket
+            .async_io(Interest::WRITABLE, || {
+                rustix::net::send(socket, bytes, SendFlags::NOSIGNAL).map_err(io::Error::from)
+            })
+            .await?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+/// Makes `buffer[..FRAME_HEAD_ROOM + payload_len]`, a data-frame header's room and then
+/// `payload_len` bytes of contents, into one final binary WebSocket frame (RFC 6455 §5.2) of
+/// data-frame header `data_header`, masked with `mask` if given (a client's frames must be,
+/// a server's must not); returns where the frame starts. The frame is
+/// `buffer[start..FRAME_HEAD_ROOM + payload_len]`.
+pub(crate) fn frame_in_place(
+    buffer: &mut [u8],
+    data_header: &[u8; DATA_FRAME_HEADER_LEN],
+    payload_len: usize,
+    mask: Option<[u8; 4]>,
+) -> usize {
+    let payload_start = FRAME_HEAD_ROOM - DATA_FRAME_HEADER_LEN;
+    buffer[payload_start..FRAME_HEAD_ROOM].copy_from_slice(data_header);
+    let len = DATA_FRAME_HEADER_LEN + payload_len;
+    let mut head = [0u8; 14];
+    // FIN and opcode 2 (binary).
+    head[0] = 0x82;
+    let mut at = 2;
+    if len < 126 {
+        head[1] = len as u8;
+    } else if let Ok(short) = u16::try_from(len) {
+        head[1] = 126;
+        head[2..4].copy_from_slice(&short.to_be_bytes());
+        at = 4;
+    } else {
+        head[1] = 127;
+        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        at = 10;
+    }
+    if let Some(key) = mask {
+        head[1] |= 0x80;
+        head[at..at + 4].copy_from_slice(&key);
+        at += 4;
+        apply_mask(&mut buffer[payload_start..payload_start + len], key);
+    }
+    let start = payload_start - at;
+    buffer[start..payload_start].copy_from_slice(&head[..at]);
+    start
+}
+
+/// XORs `payload` with the repeated `key`, as RFC 6455 §5.3 masks a client's frame: eight bytes
+/// at a time, which the compiler turns into vector instructions.
+fn apply_mask(payload: &mut [u8], key: [u8; 4]) {
+    let wide = u64::from_ne_bytes([
+        key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3],
+    ]);
+    let mut words = payload.chunks_exact_mut(8);
+    for word in &mut words {
+        let masked = u64::from_ne_bytes((&*word).try_into().expect("eight bytes")) ^ wide;
+        word.copy_from_slice(&masked.to_ne_bytes());
+    }
+    // What is left starts at a multiple of eight, so at the key's first byte.
+    for (byte, k) in words.into_remainder().iter_mut().zip(key.iter().cycle()) {
+        *byte ^= k;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
+
+    use super::*;
+    use crate::protocol::data_frame_header;
+
+    /// Every length class of the frame header parses back, as tungstenite reads it, to the
+    /// length written, with the mask given (or none); unmasked byte by byte as the RFC says, the
+    /// payload is the data-frame header and the contents.
+    #[test]
+    fn frames_parse_back_with_their_lengths_and_masks() {
+        let data_header = data_frame_header(0x0102_0304_0506_0708);
+        for mask in [None, Some([0x5a, 0x01, 0xff, 0x80])] {
+            for payload_len in [0, 1, 3, 116, 117, 65_526, 65_527, 262_144, (1 << 20) + 5] {
+                let contents: Vec<u8> = (0..payload_len).map(|i| (i % 251) as u8).collect();
+                let mut buffer = vec![0u8; FRAME_HEAD_ROOM + payload_len];
+                buffer[FRAME_HEAD_ROOM..].copy_from_slice(&contents);
+                let start = frame_in_place(&mut buffer, &data_header, payload_len, mask);
+                let mut cursor = io::Cursor::new(&buffer[start..]);
+                let (header, len) = FrameHeader::parse(&mut cursor)
+                    .expect("parses")
+                    .expect("complete");
+                assert_eq!(len, (DATA_FRAME_HEADER_LEN + payload_len) as u64);
+                assert!(header.is_final, "{header:?}");
+                assert_eq!(header.mask, mask, "{payload_len}");
+                let at = start + cursor.position() as usize;
+                assert_eq!(at + len as usize, buffer.len(), "{payload_len}");
+                let key = mask.unwrap_or_default();
+                let payload: Vec<u8> = buffer[at..]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| b ^ key[i % 4])
+                    .collect();
+                assert_eq!(&payload[..DATA_FRAME_HEADER_LEN], &data_header[..]);
+                assert!(
+                    payload[DATA_FRAME_HEADER_LEN..] == contents,
+                    "{payload_len}"
+                );
+            }
+        }
+    }
+}
