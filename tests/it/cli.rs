@@ -951,6 +951,18 @@ async fn wss_works_through_a_tls_terminating_proxy() {
         .output()
         .unwrap();
     assert_eq!(out.stdout, b"through tls", "{}", describe(&out));
+    // A put large enough for data frames: over TLS they go through tungstenite, never past it
+    // into the TCP socket under the TLS layer.
+    let big: Vec<u8> = (0..(3 << 20) + 5).map(|i: u32| (i % 251) as u8).collect();
+    fs::write(env.local.join("big"), &big).unwrap();
+    let out = client()
+        .args(["--remote", &url, "--ca-file", ca_file.to_str().unwrap()])
+        .args(["put", "-q", env.local.join("big").to_str().unwrap()])
+        .arg(env.ws.join("big"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(fs::read(env.ws.join("big")).unwrap() == big, "put over wss");
     // The platform's roots alone do not know this authority: a connection failure.
     let out = client()
         .args(["--remote", &url, "cat"])
