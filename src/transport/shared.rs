@@ -76,14 +76,32 @@ impl AsyncRead for SharedSocket {
         loop {
             ready!(self.socket.poll_read_ready(cx))?;
             // tungstenite hands over initialised buffers, so this initialises nothing.
-            match self.socket.try_read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
+            let unfilled = buf.initialize_unfilled();
+            let room = unfilled.len();
+            let mut drained = None;
+            // A read that leaves room has drained the socket. Saying `WouldBlock` to tokio then
+            // clears the socket's readiness, as tokio's own `TcpStream` does, so the next read
+            // waits for the next data instead of costing a system call that finds none.
+            let result = self.socket.try_io(Interest::READABLE, || {
+                let n = loop {
+                    match rustix::io::read(&*self.socket, &mut *unfilled) {
+                        Err(Errno::INTR) => {}
+                        read => break read?,
+                    }
+                };
+                if n > 0 && n < room {
+                    drained = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
+                Ok(n)
+            });
+            let n = match (result, drained) {
+                (_, Some(n)) | (Ok(n), None) => n,
+                (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                (Err(e), None) => return Poll::Ready(Err(e)),
+            };
+            buf.advance(n);
+            return Poll::Ready(Ok(()));
         }
     }
 }
