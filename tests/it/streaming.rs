@@ -295,6 +295,65 @@ async fn pings_during_an_upload_never_split_a_data_frame() {
     assert!(pings > 0 && pongs > 0, "{pings} pings, {pongs} pongs");
 }
 
+/// A server that takes a streamed write's request and its first data frame, then closes the
+/// connection: the write fails as a lost connection, in time, whether the client's writer was
+/// in the middle of a frame or waiting for the next; the next call fails the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_gone_mid_upload_fails_the_write_in_time() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let mut uploading = false;
+        while let Some(Ok(frame)) = ws.next().await {
+            match frame {
+                WsMessage::Text(text) => {
+                    let request: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    match request["method"].as_str().unwrap_or("") {
+                        "initialize" => {
+                            let result = json!({"capfs": {"version": "0",
+                                "maxMessageBytes": 1 << 20, "dataFrames": true,
+                                "roots": [{"path": "/ws", "access": "read-write"}]}});
+                            let reply = json!({"id": request["id"], "result": result});
+                            ws.send(WsMessage::text(reply.to_string())).await.unwrap();
+                        }
+                        "capfs/writeFileStream" => uploading = true,
+                        _ => {}
+                    }
+                }
+                // The first data frame arrived whole: the server goes away.
+                WsMessage::Binary(_) if uploading => return,
+                _ => {}
+            }
+        }
+        panic!("the client closed before its upload began");
+    });
+    let fs = client(&url).await;
+    let path = AbsolutePathBuf::new("/ws/big").unwrap();
+    let data = pattern(64 << 20, 1);
+    let size = Some(data.len() as u64);
+    let (mut source, mut progress) = (data.as_slice(), |_| {});
+    let options = WriteOptions::default();
+    let write = fs.write_file_from(&path, &mut source, size, options, &mut progress);
+    let err = tokio::time::timeout(WAIT, write)
+        .await
+        .expect("the write fails in time")
+        .expect_err("the server never answered");
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+        ),
+        "{err:?}"
+    );
+    server.await.unwrap();
+    let next = tokio::time::timeout(WAIT, fs.get_metadata(&path))
+        .await
+        .expect("the next call fails in time");
+    assert_eq!(next.unwrap_err().kind(), ErrorKind::BrokenPipe);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_calls_report_progress_and_refuse_a_short_source() {
     let (_dir, ws) = workspace();
