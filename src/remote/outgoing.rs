@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use bytes::BytesMut;
-use futures_util::{Sink, SinkExt};
+use futures_util::Sink;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -24,67 +24,51 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use super::client::connection_lost;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
-use crate::transport::ws::start_frame;
+use crate::transport::ws::{Queued, SendDirect, start_frame, write_queued};
 
 /// Data frames of one streamed write in the writer's queue at once; each holds a buffer of a
 /// frame's size. Two let the next frame be read while the writer sends the last.
 const FRAMES_AHEAD: usize = 2;
 
-/// What the client's writer sends.
-#[derive(Debug)]
-pub(super) enum Outbound {
-    Message(WsMessage),
-    /// A whole, masked data frame: `buffer[start..end]`. The buffer goes back through `done`
-    /// once sent.
-    Frame {
-        buffer: Vec<u8>,
-        start: usize,
-        end: usize,
-        done: oneshot::Sender<Vec<u8>>,
-    },
+/// What the client's writer sends: messages, and whole data frames it writes past tungstenite.
+pub(super) type Outbound = Queued<MaskedFrame>;
+
+/// A whole, masked data frame: `buffer[start..end]`. The buffer goes back through `done` once
+/// sent.
+pub(super) struct MaskedFrame {
+    buffer: Vec<u8>,
+    start: usize,
+    end: usize,
+    done: oneshot::Sender<Vec<u8>>,
 }
 
-/// Writes queued messages and frames until the queue closes, then closes the socket. Messages
-/// queued together go out in one flush; a frame goes out after everything queued before it.
-/// Frames are queued only when `socket` is there, the connection's TCP socket.
+/// Writes queued messages and frames until the queue closes, then closes the socket (see
+/// `write_queued`). Frames are queued only when `socket` is there, the connection's TCP socket.
 pub(super) async fn write_out<S>(
-    mut sink: S,
+    sink: S,
     socket: Option<DirectSocket>,
-    mut queue: mpsc::Receiver<Outbound>,
+    queue: mpsc::Receiver<Outbound>,
 ) where
-    S: Sink<WsMessage> + Unpin,
+    S: Sink<WsMessage> + Unpin + Send,
 {
-    while let Some(first) = queue.recv().await {
-        let mut next = Some(first);
-        while let Some(item) = next.take() {
-            match item {
-                Outbound::Message(message) => {
-                    if sink.feed(message).await.is_err() {
-                        return;
-                    }
-                }
-                Outbound::Frame {
-                    buffer,
-                    start,
-                    end,
-                    done,
-                } => {
-                    // Without a socket the frame cannot go: ending here fails every call.
-                    let Some(socket) = &socket else { return };
-                    if let Err(e) = socket.send_frame(&mut sink, &buffer[start..end]).await {
-                        tracing::debug!("writing a data frame failed: {e}");
-                        return;
-                    }
-                    let _ = done.send(buffer);
-                }
-            }
-            next = queue.try_recv().ok();
+    write_queued(sink, queue, MaskedFrames(socket)).await;
+}
+
+/// The client's direct items: masked frames, written into the connection's TCP socket.
+struct MaskedFrames(Option<DirectSocket>);
+
+impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, MaskedFrame> for MaskedFrames {
+    async fn send(&mut self, sink: &mut S, frame: MaskedFrame) -> bool {
+        // Without a socket the frame cannot go: ending here fails every call.
+        let Some(socket) = &self.0 else { return false };
+        let bytes = &frame.buffer[frame.start..frame.end];
+        if let Err(e) = socket.send_frame(sink, bytes).await {
+            tracing::debug!("writing a data frame failed: {e}");
+            return false;
         }
-        if sink.flush().await.is_err() {
-            return;
-        }
+        let _ = frame.done.send(frame.buffer);
+        true
     }
-    let _ = sink.close().await;
 }
 
 /// How one streamed write builds its data frames and queues them.
@@ -164,12 +148,12 @@ impl Frames {
                 let start = frame_in_place(&mut buffer, header, len, Some(mask));
                 let (done, back) = oneshot::channel();
                 queued.push_back(back);
-                Outbound::Frame {
+                Outbound::Direct(MaskedFrame {
                     buffer,
                     start,
                     end: FRAME_HEAD_ROOM + len,
                     done,
-                }
+                })
             }
         }
     }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::{Sink, SinkExt};
+use futures_util::Sink;
 use rustix::io::{Errno, IoSliceMut, ReadWriteFlags};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -36,16 +36,14 @@ use crate::AbsolutePathBuf;
 use crate::error::{stream_idle, too_large, with_path};
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
+use crate::transport::ws::{Queued, SendDirect, write_queued};
 
 /// Spans one streamed read may have queued or in the writer at once: enough that the writer
 /// always has the next one when it finishes a frame.
 pub(crate) const SPANS_AHEAD: usize = 4;
 
-/// What a connection's writer sends.
-pub(crate) enum Outgoing {
-    Message(WsMessage),
-    File(FileSpan),
-}
+/// What a connection's writer sends: messages, and spans of files it sends as data frames.
+pub(crate) type Outgoing = Queued<FileSpan>;
 
 /// The next at most `max` bytes of a streamed read's file, to go out as data frames.
 pub(crate) struct FileSpan {
@@ -127,7 +125,7 @@ impl SpanQueue<'_> {
                     max,
                     done,
                 };
-                self.queue(Outgoing::File(span)).await?;
+                self.queue(Outgoing::Direct(span)).await?;
                 pending.push_back((receiver, max));
                 asked += max as u64;
             }
@@ -162,40 +160,28 @@ impl SpanQueue<'_> {
     }
 }
 
-/// Writes queued messages and spans until the queue closes, then closes the socket. Messages
-/// queued together go out in one flush; a span goes out after everything queued before it.
-/// `socket` is the connection's TCP socket, when it has one to write data frames into (spans
-/// are queued only then).
+/// Writes queued messages and spans until the queue closes, then closes the socket (see
+/// `write_queued`). `socket` is the connection's TCP socket, when it has one to write data
+/// frames into (spans are queued only then).
 pub(crate) async fn write_out<S>(
-    mut sink: S,
+    sink: S,
     socket: Option<(DirectSocket, Work)>,
-    mut queue: mpsc::Receiver<Outgoing>,
+    queue: mpsc::Receiver<Outgoing>,
 ) where
-    S: Sink<WsMessage> + Unpin,
+    S: Sink<WsMessage> + Unpin + Send,
 {
-    let mut direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
-    while let Some(first) = queue.recv().await {
-        let mut next = Some(first);
-        while let Some(item) = next.take() {
-            match item {
-                Outgoing::Message(message) => {
-                    if sink.feed(message).await.is_err() {
-                        return;
-                    }
-                }
-                Outgoing::File(span) => {
-                    if !send_span(&mut sink, direct.as_mut(), span).await {
-                        return;
-                    }
-                }
-            }
-            next = queue.try_recv().ok();
-        }
-        if sink.flush().await.is_err() {
-            return;
-        }
+    let direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
+    write_queued(sink, queue, Spans(direct)).await;
+}
+
+/// The server's direct items: spans, sent through the connection's `DirectFrames` if it has
+/// them.
+struct Spans(Option<DirectFrames>);
+
+impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, FileSpan> for Spans {
+    fn send(&mut self, sink: &mut S, span: FileSpan) -> impl Future<Output = bool> + Send {
+        send_span(sink, self.0.as_mut(), span)
     }
-    let _ = sink.close().await;
 }
 
 /// Sends one span; false when the connection broke.

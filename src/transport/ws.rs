@@ -1,6 +1,9 @@
 //! What the client and the server share about driving a WebSocket.
 
 use bytes::BytesMut;
+use futures_util::{Sink, SinkExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 
@@ -17,4 +20,48 @@ pub(crate) fn start_frame(arena: &mut BytesMut, header: &[u8], payload_len: usiz
         arena.reserve(FRAME_ARENA_BYTES);
     }
     arena.extend_from_slice(header);
+}
+
+/// What a connection's writer sends: a message, through tungstenite, or something the writer
+/// writes past tungstenite itself (`T`: on the server a span of a file to send as data frames,
+/// on the client a masked data frame).
+pub(crate) enum Queued<T> {
+    Message(Message),
+    Direct(T),
+}
+
+/// How a writer sends the direct items of its queue.
+pub(crate) trait SendDirect<S, T> {
+    /// Sends `item`, past `sink` (tungstenite's writing half) but after everything it took;
+    /// false when the connection broke, which ends the writer.
+    fn send(&mut self, sink: &mut S, item: T) -> impl Future<Output = bool> + Send;
+}
+
+/// Writes queued items to `sink` until the queue closes, then closes the socket. Messages queued
+/// together go out in one flush, so many small responses under load cost one write instead of
+/// one each; a direct item goes out through `direct` after everything queued before it.
+pub(crate) async fn write_queued<S, T>(
+    mut sink: S,
+    mut queue: mpsc::Receiver<Queued<T>>,
+    mut direct: impl SendDirect<S, T>,
+) where
+    S: Sink<Message> + Unpin,
+{
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            let sent = match item {
+                Queued::Message(message) => sink.feed(message).await.is_ok(),
+                Queued::Direct(item) => direct.send(&mut sink, item).await,
+            };
+            if !sent {
+                return;
+            }
+            next = queue.try_recv().ok();
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = sink.close().await;
 }

@@ -196,6 +196,17 @@ async fn download_while_pinging(url: &str, ws: &Path, data: &[u8]) {
         }
     };
     assert_eq!(reply["result"]["size"], data.len(), "{reply}");
+    all_arrived_with_pongs(&got, data, pings, pongs);
+}
+
+/// What a test server of one connection answers `initialize` with: data frames, one root.
+fn frames_server_initialized() -> serde_json::Value {
+    json!({"capfs": {"version": "0", "maxMessageBytes": 1 << 20, "dataFrames": true,
+        "roots": [{"path": "/ws", "access": "read-write"}]}})
+}
+
+/// A transfer under pings: every byte arrived, in order, and pings were sent and answered.
+fn all_arrived_with_pongs(got: &[u8], data: &[u8], pings: usize, pongs: usize) {
     assert!(
         got == data,
         "{} bytes of {} arrived, or not in order",
@@ -235,9 +246,7 @@ async fn pings_during_an_upload_never_split_a_data_frame() {
                     let request: serde_json::Value = serde_json::from_str(&text).unwrap();
                     let params = &request["params"];
                     let result = match request["method"].as_str().unwrap_or("") {
-                        "initialize" => json!({"capfs": {"version": "0",
-                            "maxMessageBytes": 1 << 20, "dataFrames": true,
-                            "roots": [{"path": "/ws", "access": "read-write"}]}}),
+                        "initialize" => frames_server_initialized(),
                         "capfs/writeFileStream" => {
                             let (stream, size) = (&params["streamId"], &params["size"]);
                             let size = size.as_u64().unwrap() as usize;
@@ -286,13 +295,7 @@ async fn pings_during_an_upload_never_split_a_data_frame() {
         .unwrap();
     assert_eq!(written, data.len() as u64);
     let (got, pings, pongs) = server.await.unwrap();
-    assert!(
-        got == data,
-        "{} bytes of {} arrived, or not in order",
-        got.len(),
-        data.len()
-    );
-    assert!(pings > 0 && pongs > 0, "{pings} pings, {pongs} pongs");
+    all_arrived_with_pongs(&got, &data, pings, pongs);
 }
 
 /// A server that takes a streamed write's request and its first data frame, then closes the
@@ -312,9 +315,7 @@ async fn a_server_gone_mid_upload_fails_the_write_in_time() {
                     let request: serde_json::Value = serde_json::from_str(&text).unwrap();
                     match request["method"].as_str().unwrap_or("") {
                         "initialize" => {
-                            let result = json!({"capfs": {"version": "0",
-                                "maxMessageBytes": 1 << 20, "dataFrames": true,
-                                "roots": [{"path": "/ws", "access": "read-write"}]}});
+                            let result = frames_server_initialized();
                             let reply = json!({"id": request["id"], "result": result});
                             ws.send(WsMessage::text(reply.to_string())).await.unwrap();
                         }
