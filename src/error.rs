@@ -136,6 +136,23 @@ pub(crate) fn write_options_unsupported(path: &AbsolutePathBuf) -> io::Error {
     )
 }
 
+/// A resolution that met more links than the kernel follows (`ELOOP`).
+pub(crate) fn too_many_links(path: &AbsolutePathBuf) -> io::Error {
+    let err = io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error());
+    io::Error::new(
+        err.kind(),
+        format!("{path}: too many levels of symbolic links"),
+    )
+}
+
+/// A file system without descriptors to hand out for `fs/open`.
+pub(crate) fn open_unsupported(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::new(
+        ErrorKind::Unsupported,
+        format!("{path}: this file system cannot open files for block reads"),
+    )
+}
+
 /// Checks what a sized stream carried against its announced `size`.
 pub(crate) fn check_stream_size(got: u64, size: u64) -> io::Result<()> {
     if got < size {

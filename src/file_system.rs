@@ -348,6 +348,17 @@ pub trait ExecutorFileSystem: Send + Sync {
         Ok(None)
     }
 
+    /// Opens a regular file for reads at any offset (`fs/open` handles): the descriptor keeps
+    /// reading the file it opened, whatever later happens to its name. The default is
+    /// `Unsupported`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file`](Self::read_file), less the read limit; `Unsupported`.
+    async fn open_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::fs::File> {
+        Err(crate::error::open_unsupported(path))
+    }
+
     /// Replaces the file at `path` atomically with what `reader` yields: exactly `size` bytes,
     /// or everything up to the reader's end when `size` is `None`. `progress` gets the running
     /// byte count; the result is the number of bytes written. A reader that fails, ends early or

@@ -286,6 +286,10 @@ pub struct ServeArgs {
     /// unit: 500ms, 2m).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub stream_idle_timeout: Duration,
+    /// How long a session outlives its connection: a codex client that reconnects within it
+    /// (`resumeSessionId`) gets its session back.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub session_ttl: Duration,
     /// Largest file a whole-file read (fs/readFile) returns (bytes; suffixes K, M, G);
     /// streamed reads are not bound by it.
     #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]

@@ -469,6 +469,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_blocking_per_connection: args.max_blocking_per_connection,
         stream_idle_timeout: args.stream_idle_timeout,
         connection_threads: args.connection_threads(),
+        session_ttl: args.session_ttl,
         audit: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -246,6 +246,12 @@ impl ExecutorFileSystem for LocalFileSystem {
         Ok(Some(file))
     }
 
+    async fn open_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::fs::File> {
+        let path = path.clone();
+        self.run(move |fs| read::open_regular(fs, &path).map(|(file, _)| file))
+            .await
+    }
+
     async fn write_file_from(
         &self,
         path: &AbsolutePathBuf,

@@ -138,6 +138,7 @@ impl Client {
         };
         let params = InitializeParams {
             client_name: options.client_name.clone(),
+            resume_session_id: None,
         };
         let initialized: InitializeResponse = tokio::time::timeout(
             options.connect_timeout,

@@ -29,6 +29,8 @@ pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_HANDSHAKES: usize = 64;
 /// Default time a connection has from being accepted to a completed WebSocket handshake.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time a session of the current codex protocol waits for its client to reconnect.
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(30);
 /// Default time the server gives its connections to finish once asked to stop.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -52,6 +54,9 @@ const STREAM_IDLE_TIMEOUT_RANGE: RangeInclusive<Duration> =
 /// Accepted handshake timeouts.
 const HANDSHAKE_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(300);
+/// Accepted session TTLs.
+const SESSION_TTL_RANGE: RangeInclusive<Duration> =
+    Duration::from_millis(1)..=Duration::from_secs(86_400);
 /// Accepted shutdown timeouts.
 const SHUTDOWN_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(3_600);
@@ -96,6 +101,9 @@ pub struct ServerConfig {
     /// threads, split evenly. 0 (the default) runs connections on the runtime that calls
     /// [`Server::run_until`](super::Server::run_until). `capfs serve` uses one per core.
     pub connection_threads: usize,
+    /// How long a session outlives its connection: a client that reconnects within it with
+    /// `resumeSessionId` gets the session back.
+    pub session_ttl: Duration,
     /// Where one JSON line per request goes, when set.
     pub audit: Option<AuditLog>,
 }
@@ -115,6 +123,7 @@ impl Default for ServerConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             connection_threads: 0,
+            session_ttl: DEFAULT_SESSION_TTL,
             audit: None,
         }
     }
@@ -163,6 +172,7 @@ impl ServerConfig {
             self.stream_idle_timeout,
             &STREAM_IDLE_TIMEOUT_RANGE,
         )?;
+        check_duration("--session-ttl", self.session_ttl, &SESSION_TTL_RANGE)?;
         if self.token.as_deref().is_some_and(str::is_empty) {
             return Err(invalid_config("the token is empty".to_string()));
         }

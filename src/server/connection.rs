@@ -19,15 +19,15 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
 use super::config::ServerConfig;
-use super::handler::{self, Payload, send, send_reply};
+use super::handler::{self, Payload, Runs, send, send_reply};
 use super::outgoing::{self, Outgoing};
 use super::session::{FsCall, Session, Step};
+use super::sessions::Sessions;
 use super::stream::{self, StreamContext};
 use super::work::{Permits, Work};
 use crate::ExecutorFileSystem;
 use crate::protocol::{
-    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_FRAME_HEADER_LEN,
-    ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
+    DATA_FRAME_HEADER_LEN, ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
 };
 use crate::transport::shared::DirectSocket;
 
@@ -43,7 +43,14 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<Semaphore>,
     /// Requests doing file-system work at once, across the server.
     pub(crate) work: Arc<Semaphore>,
+    /// Sessions of the current codex protocol, which outlive their connections by the TTL.
+    pub(crate) sessions: Arc<Sessions>,
+    /// `fs/open` handles open at once across the server.
+    pub(crate) handles: Arc<Semaphore>,
 }
+
+/// `fs/open` handles open at once across a server (each read handle holds a descriptor).
+const MAX_OPEN_HANDLES: usize = 1024;
 
 impl Shared {
     pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
@@ -51,6 +58,8 @@ impl Shared {
             fs,
             connections: Arc::new(Semaphore::new(config.max_connections)),
             work: Arc::new(Semaphore::new(config.max_blocking)),
+            sessions: Arc::new(Sessions::new(config.session_ttl)),
+            handles: Arc::new(Semaphore::new(MAX_OPEN_HANDLES)),
             config,
         }
     }
@@ -86,7 +95,12 @@ impl Connection {
         );
         let session = Session::new(shared.config.max_message_bytes)
             .with_roots(shared.fs.served_roots())
-            .announcing(shared.fs.read_file_limit());
+            .announcing(shared.fs.read_file_limit())
+            .serving(
+                Arc::clone(&shared.fs),
+                Arc::clone(&shared.sessions),
+                Arc::clone(&shared.handles),
+            );
         Self {
             shared,
             id,
@@ -98,6 +112,12 @@ impl Connection {
             uploads: HashMap::new(),
             direct_frames: false,
         }
+    }
+
+    /// The connection carries JSON lines: no data frames.
+    pub(crate) fn over_lines(mut self) -> Self {
+        self.session = self.session.without_data_frames();
+        self
     }
 
     pub(crate) async fn run<S>(
@@ -161,6 +181,9 @@ impl Connection {
             .await;
         drop(out_tx);
         let _ = writer.await;
+        if let Some(id) = self.session.id() {
+            self.shared.sessions.leave(id);
+        }
     }
 
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
@@ -233,7 +256,8 @@ impl Connection {
             self.answer(out, log, id, Err(error)).await;
             return;
         };
-        if method == CAPFS_WRITE_FILE_STREAM_METHOD {
+        let runs = handler::method(&method).map(|m| m.runs);
+        if runs == Some(Runs::StreamWrite) {
             // A streamed write must start at once: its data frames arrive behind it on this
             // same socket, and the read loop cannot hold them for a write that waits.
             let Ok(in_flight) = Arc::clone(&self.in_flight).try_acquire_owned() else {
@@ -256,7 +280,7 @@ impl Connection {
             return;
         }
         let in_flight = Arc::clone(&self.in_flight);
-        if method == CAPFS_READ_FILE_STREAM_METHOD {
+        if runs == Some(Runs::StreamRead) {
             let ctx = self.stream_context(out);
             tokio::spawn(async move {
                 let Ok(in_flight) = in_flight.acquire_owned().await else {
@@ -269,6 +293,7 @@ impl Connection {
         let shared = Arc::clone(&self.shared);
         let work = self.work.clone();
         let out = out.clone();
+        let connection = self.session.connection();
         // Everything runs beside this loop, so a file system that hangs never stalls it.
         tokio::spawn(async move {
             let Ok(in_flight) = in_flight.acquire_owned().await else {
@@ -278,8 +303,15 @@ impl Connection {
             let max_message_bytes = shared.config.max_message_bytes;
             let working = work.acquire().await;
             let fs: &dyn ExecutorFileSystem = &*shared.fs;
-            let reply =
-                handler::dispatch(fs, &method, params, max_message_bytes, &mut outcome).await;
+            let reply = handler::dispatch(
+                fs,
+                &connection,
+                &method,
+                params,
+                max_message_bytes,
+                &mut outcome,
+            )
+            .await;
             drop(working);
             let log = RequestLog {
                 paths: outcome.paths,

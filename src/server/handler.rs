@@ -11,36 +11,82 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit;
+use super::codex::{self as codex_methods, ConnectionState};
 use super::outgoing::Outgoing;
 use crate::error;
+use crate::protocol::codex;
+use crate::protocol::uri;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD,
-    CAPFS_WALK_METHOD, CopyParams, CreateDirectoryParams, CreateSymlinkParams, ErrorObject,
-    ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
-    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
-    FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    Message, PathParams, ReadDirectoryResponse, ReadLinkResponse, RemoveParams, RenameParams,
-    RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
+    CAPFS_WALK_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams, CreateDirectoryParams,
+    CreateSymlinkParams, ErrorObject, ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INITIALIZE_METHOD, INVALID_PARAMS,
+    INVALID_REQUEST, METHOD_NOT_FOUND, Message, PathParams, ReadDirectoryResponse,
+    ReadLinkResponse, RemoveParams, RenameParams, RequestId, Response, WalkParams, WalkResponse,
+    WriteFileParams,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions,
     RenameOptions, WriteOptions,
 };
 
-/// Every fs method the server answers (with capfs's walk, which runs like them).
-pub const FS_METHODS: &[&str] = &[
-    FS_READ_FILE_METHOD,
-    FS_WRITE_FILE_METHOD,
-    FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD,
-    FS_READ_DIRECTORY_METHOD,
-    FS_REMOVE_METHOD,
-    FS_COPY_METHOD,
-    FS_RENAME_METHOD,
-    CAPFS_READ_LINK_METHOD,
-    CAPFS_CREATE_SYMLINK_METHOD,
-    CAPFS_WALK_METHOD,
+/// Where a method runs on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Runs {
+    /// Answered by the session itself: the handshake.
+    Session,
+    /// On a task of its own, through [`dispatch`].
+    Task,
+    /// A streamed read: its data frames, then its reply.
+    StreamRead,
+    /// A streamed write: its data frames follow the request on the same socket.
+    StreamWrite,
+}
+
+/// One row of the method table.
+#[derive(Debug)]
+pub(crate) struct Method {
+    pub(crate) name: &'static str,
+    pub(crate) runs: Runs,
+}
+
+const fn row(name: &'static str, runs: Runs) -> Method {
+    Method { name, runs }
+}
+
+/// Every method the server answers, and where it runs. Session, connection and dispatch ask
+/// this table; a method missing from it is `-32601` before anything else looks at it.
+pub(crate) const METHODS: &[Method] = &[
+    row(INITIALIZE_METHOD, Runs::Session),
+    row(FS_READ_FILE_METHOD, Runs::Task),
+    row(FS_WRITE_FILE_METHOD, Runs::Task),
+    row(FS_CREATE_DIRECTORY_METHOD, Runs::Task),
+    row(FS_GET_METADATA_METHOD, Runs::Task),
+    row(FS_READ_DIRECTORY_METHOD, Runs::Task),
+    row(FS_REMOVE_METHOD, Runs::Task),
+    row(FS_COPY_METHOD, Runs::Task),
+    row(FS_RENAME_METHOD, Runs::Task),
+    row(codex::FS_WALK_METHOD, Runs::Task),
+    row(codex::FS_CANONICALIZE_METHOD, Runs::Task),
+    row(codex::FS_OPEN_METHOD, Runs::Task),
+    row(codex::FS_READ_BLOCK_METHOD, Runs::Task),
+    row(codex::FS_WRITE_BLOCK_METHOD, Runs::Task),
+    row(codex::FS_CLOSE_METHOD, Runs::Task),
+    row(codex::ENVIRONMENT_INFO_METHOD, Runs::Task),
+    row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task),
+    row(codex::ENVIRONMENT_CONFIG_READ_METHOD, Runs::Task),
+    row(CAPFS_READ_LINK_METHOD, Runs::Task),
+    row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task),
+    row(CAPFS_WALK_METHOD, Runs::Task),
+    row(CAPFS_READ_FILE_STREAM_METHOD, Runs::StreamRead),
+    row(CAPFS_WRITE_FILE_STREAM_METHOD, Runs::StreamWrite),
 ];
+
+/// The table's row for `name`.
+pub(crate) fn method(name: &str) -> Option<&'static Method> {
+    METHODS.iter().find(|m| m.name == name)
+}
 
 /// Bytes a reply's JSON needs beyond the base64 text of a file: the id, the member names and
 /// the punctuation. Ids are at most a message long, so this is a bound only with the id
@@ -109,7 +155,7 @@ impl Outcome {
         }
     }
 
-    fn name(&mut self, paths: &[&AbsolutePathBuf]) {
+    pub(crate) fn name(&mut self, paths: &[&AbsolutePathBuf]) {
         if self.keep_paths {
             self.paths = paths.iter().map(ToString::to_string).collect();
         }
@@ -126,17 +172,44 @@ impl Outcome {
 /// `max_message_bytes` long.
 pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
+    state: &ConnectionState,
+    method: &str,
+    mut params: Option<Value>,
+    max_message_bytes: usize,
+    outcome: &mut Outcome,
+) -> Result<Payload, ErrorObject> {
+    // What was sent, for the audit line of a request whose params do not parse; replaced by
+    // the parsed paths once they do.
+    if outcome.keep_paths {
+        outcome.paths = audit::raw_paths(params.as_ref());
+    }
+    let form = uri::plain_params(&mut params)?;
+    if let Some(reply) = codex_methods::dispatch(
+        fs,
+        state,
+        method,
+        &mut params,
+        form,
+        max_message_bytes,
+        outcome,
+    )
+    .await
+    {
+        return reply;
+    }
+    let reply = dispatch_fs(fs, method, params, max_message_bytes, outcome).await;
+    reply.map_err(|error| error.for_form(form))
+}
+
+/// The methods of the March 2026 protocol and capfs's extensions.
+async fn dispatch_fs(
+    fs: &dyn ExecutorFileSystem,
     method: &str,
     params: Option<Value>,
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
-    // What was sent, for the audit line of a request whose params do not parse; replaced by
-    // the parsed paths once they do.
-    if outcome.keep_paths {
-        outcome.paths = audit::raw_paths(params.as_ref());
-    }
     match method {
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
@@ -302,7 +375,7 @@ pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {
     }
 }
 
-fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
+pub(crate) fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
     Ok(Payload::Text(
         serde_json::to_string(&value).expect("protocol results always serialize"),
     ))

@@ -23,6 +23,7 @@ use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
 use super::threads::ConnectionThreads;
 use crate::ExecutorFileSystem;
+use crate::transport::lines;
 use crate::transport::shared::SharedSocket;
 use crate::transport::stdio::EndAsStop;
 
@@ -468,7 +469,8 @@ async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
 
 /// Serves exactly one connection over the process's stdin and stdout: WebSocket frames
 /// (RFC 6455) directly on the byte stream, without the HTTP upgrade, so the JSON messages and
-/// data frames are those of a TCP connection. Returns when stdin ends (after finishing the
+/// data frames are those of a TCP connection; or, when the first byte is `{` or white space,
+/// one JSON message per line each way (codex's stdio executors), without data frames. Returns when stdin ends (after finishing the
 /// requests in flight) or when `shutdown` completes. No token is checked: whoever can start the
 /// process (over ssh, `kubectl exec`) is already trusted by that channel.
 ///
@@ -525,8 +527,24 @@ where
 {
     config.validate()?;
     let stop = CancellationToken::new();
+    // The first byte decides the framing: a JSON line, or a WebSocket frame.
+    let (mut input, output) = tokio::io::split(io);
+    let mut first = [0u8; 1];
+    if input.read(&mut first).await? == 0 {
+        return Ok(());
+    }
+    let input = std::io::Cursor::new(first).chain(input);
+    if lines::starts_a_line(first[0]) {
+        let max_line = config.max_message_bytes;
+        let (ws, bridge) =
+            lines::serve_lines(input, output, ws_config(&config), max_line, stop.clone()).await;
+        let served = serve_one(fs, config, ws, peer, true, stop, shutdown).await;
+        // The bridge ends once the connection has closed its side of the pipe.
+        let _ = bridge.await;
+        return served;
+    }
     let io = EndAsStop {
-        io,
+        io: tokio::io::join(input, output),
         stop: stop.clone(),
     };
     let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
@@ -535,9 +553,31 @@ where
         Some(ws_config(&config)),
     )
     .await;
+    serve_one(fs, config, ws, peer, false, stop, shutdown).await
+}
+
+/// Runs one connection on `ws` until it ends, or until `shutdown` and then the shutdown
+/// timeout; `over_lines` when it carries JSON lines.
+#[allow(clippy::too_many_arguments)]
+async fn serve_one<S>(
+    fs: Arc<dyn ExecutorFileSystem>,
+    config: ServerConfig,
+    ws: tokio_tungstenite::WebSocketStream<S>,
+    peer: &str,
+    over_lines: bool,
+    stop: CancellationToken,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let shutdown_timeout = config.shutdown_timeout;
     let shared = Arc::new(Shared::new(fs, config));
-    let run = Connection::new(shared, 1, peer.into()).run(ws, None, stop.clone());
+    let mut connection = Connection::new(shared, 1, peer.into());
+    if over_lines {
+        connection = connection.over_lines();
+    }
+    let run = connection.run(ws, None, stop.clone());
     tokio::pin!(run);
     tokio::pin!(shutdown);
     tokio::select! {

@@ -4,19 +4,23 @@
 //! its Origin, token and connection-limit checks and `GET /readyz`, or one byte stream such as
 //! stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
 //! loop, its in-flight bound and its shutdown drain; `session.rs` applies the handshake rules to
-//! each message; `handler.rs` maps a request to one trait call and its result back to the wire;
+//! each message; `handler.rs` holds the method table and maps a request to trait calls and its result back to
+//! the wire (`codex/` for the methods of the current codex protocol, `sessions.rs` for its
+//! session ids);
 //! `stream.rs` carries the data-frame extension; `outgoing.rs` is the connection's writer, which
 //! on TCP reads and writes the data frames of local files itself; `audit.rs` writes one line per
 //! request; `config.rs` holds the limits; `threads.rs` runs connections on threads of their own,
 //! each with a `current_thread` runtime.
 
 mod audit;
+mod codex;
 mod config;
 mod connection;
 mod handler;
 mod listener;
 mod outgoing;
 mod session;
+mod sessions;
 mod stream;
 mod threads;
 mod work;
@@ -25,10 +29,9 @@ pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
-    parse_duration, parse_listen_url, parse_size,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig, parse_duration, parse_listen_url, parse_size,
 };
-pub use handler::FS_METHODS;
 pub use listener::{Server, serve_byte_stream, serve_stdio};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
 #[doc(hidden)]

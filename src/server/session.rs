@@ -3,17 +3,27 @@
 //! incoming message and runs fs calls concurrently; [`Session::handle`] runs the same steps
 //! inline, for callers (tests, fuzzers) that have bytes but no socket.
 
-use serde_json::Value;
+use std::sync::Arc;
 
-use super::handler::{self, error_message, reply_message};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::codex::ConnectionState;
+use super::codex::handles::Handles;
+use super::handler::{self, Runs, error_message, reply_message};
+use super::sessions::Sessions;
 use crate::ExecutorFileSystem;
+use crate::protocol::codex::EnvironmentInfo;
 use crate::protocol::{
-    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DUPLICATE_INITIALIZE_MESSAGE,
-    ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, INVALID_REQUEST, InitializeResponse,
-    MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE,
-    NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId, RootDescription, ServerCapabilities,
-    UNKNOWN_REQUEST_ID,
+    DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, INITIALIZED_METHOD, INVALID_PARAMS, INVALID_REQUEST,
+    InitializeParams, InitializeResponse, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message,
+    NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId,
+    RootDescription, ServerCapabilities, UNKNOWN_REQUEST_ID,
 };
+
+/// Handles open at once on a server whose sessions have no server of their own to share them
+/// with (requests handled without a connection).
+const LONE_SESSION_HANDLES: usize = 128;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Handshake {
@@ -50,6 +60,13 @@ pub struct Session {
     max_message_bytes: usize,
     read_limit: Option<u64>,
     roots: Vec<RootDescription>,
+    environment: Option<EnvironmentInfo>,
+    /// The server's sessions, where a reconnect finds its own; `None` without a server.
+    sessions: Option<Arc<Sessions>>,
+    session_id: Option<String>,
+    connection: Arc<ConnectionState>,
+    /// The transport carries data frames (not so over JSON lines).
+    data_frames: bool,
 }
 
 /// What the transport does with one incoming message.
@@ -77,20 +94,17 @@ pub(crate) struct FsCall {
     pub params: Option<Value>,
 }
 
-/// True for the methods of the data-frame extension, which need the transport.
-pub(crate) fn is_stream_method(method: &str) -> bool {
-    method == CAPFS_READ_FILE_STREAM_METHOD || method == CAPFS_WRITE_FILE_STREAM_METHOD
-}
-
 impl FsCall {
     /// Runs the call on `fs` and returns the reply to send; `outcome` records what it did.
     pub(crate) async fn run(
         self,
         fs: &dyn ExecutorFileSystem,
+        connection: &ConnectionState,
         max_message_bytes: usize,
         outcome: &mut handler::Outcome,
     ) -> Message {
-        let reply = if is_stream_method(&self.method) {
+        let runs = handler::method(&self.method).map(|m| m.runs);
+        let reply = if matches!(runs, Some(Runs::StreamRead | Runs::StreamWrite)) {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!(
@@ -99,9 +113,16 @@ impl FsCall {
                 ),
             ))
         } else {
-            handler::dispatch(fs, &self.method, self.params, max_message_bytes, outcome)
-                .await
-                .map(handler::Payload::into_value)
+            handler::dispatch(
+                fs,
+                connection,
+                &self.method,
+                self.params,
+                max_message_bytes,
+                outcome,
+            )
+            .await
+            .map(handler::Payload::into_value)
         };
         reply_message(self.id, reply)
     }
@@ -116,7 +137,48 @@ impl Session {
             max_message_bytes,
             read_limit: None,
             roots: Vec::new(),
+            environment: None,
+            sessions: None,
+            session_id: None,
+            connection: Arc::new(ConnectionState {
+                fs: None,
+                handles: Handles::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES))),
+            }),
+            data_frames: true,
         }
+    }
+
+    /// A session on a transport without data frames: the extension is not announced.
+    pub(crate) fn without_data_frames(mut self) -> Self {
+        self.data_frames = false;
+        self
+    }
+
+    /// The session of a server's connection: `fs` is what it serves, `sessions` where
+    /// reconnects find theirs, `handles` the server's bound on open handles.
+    pub(crate) fn serving(
+        mut self,
+        fs: Arc<dyn ExecutorFileSystem>,
+        sessions: Arc<Sessions>,
+        handles: Arc<Semaphore>,
+    ) -> Self {
+        self.environment = Some(super::codex::environment_info(&*fs));
+        self.sessions = Some(sessions);
+        self.connection = Arc::new(ConnectionState {
+            fs: Some(fs),
+            handles: Handles::new(handles),
+        });
+        self
+    }
+
+    /// What the connection keeps between requests (its handles).
+    pub(crate) fn connection(&self) -> Arc<ConnectionState> {
+        Arc::clone(&self.connection)
+    }
+
+    /// The session id given in `initialize`, once it was.
+    pub(crate) fn id(&self) -> Option<&str> {
+        self.session_id.as_deref()
     }
 
     /// Announces `roots` in the `initialize` result, so that clients can find them.
@@ -140,7 +202,11 @@ impl Session {
             Step::Answer { request, reply } => Some(reply_message(request.id, reply)),
             Step::Run(call) => {
                 let mut outcome = handler::Outcome::default();
-                Some(call.run(fs, self.max_message_bytes, &mut outcome).await)
+                let connection = Arc::clone(&self.connection);
+                Some(
+                    call.run(fs, &connection, self.max_message_bytes, &mut outcome)
+                        .await,
+                )
             }
             Step::Ignore => None,
         }
@@ -177,28 +243,26 @@ impl Session {
 
     fn on_request(&mut self, request: Request) -> Step {
         let Request { id, method, params } = request;
-        let reply = if method == INITIALIZE_METHOD {
-            if self.state == Handshake::AwaitingInitialize {
-                self.state = Handshake::AwaitingInitialized;
-                Ok(self.initialize_response())
-            } else {
-                Err(ErrorObject::new(
-                    INVALID_REQUEST,
-                    DUPLICATE_INITIALIZE_MESSAGE,
-                ))
-            }
-        } else if !handler::FS_METHODS.contains(&method.as_str()) && !is_stream_method(&method) {
-            Err(ErrorObject::new(
+        let reply = match handler::method(&method).map(|m| m.runs) {
+            None => Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method: {method}"),
-            ))
-        } else {
-            let refusal = match self.state {
-                Handshake::AwaitingInitialize => NOT_INITIALIZED_MESSAGE,
-                Handshake::AwaitingInitialized => NOT_INITIALIZED_NOTIFICATION_MESSAGE,
-                Handshake::Ready => return Step::Run(FsCall { id, method, params }),
-            };
-            Err(ErrorObject::new(INVALID_REQUEST, refusal))
+            )),
+            Some(Runs::Session) if self.state == Handshake::AwaitingInitialize => {
+                self.initialize(params.as_ref())
+            }
+            Some(Runs::Session) => Err(ErrorObject::new(
+                INVALID_REQUEST,
+                DUPLICATE_INITIALIZE_MESSAGE,
+            )),
+            Some(_) => {
+                let refusal = match self.state {
+                    Handshake::AwaitingInitialize => NOT_INITIALIZED_MESSAGE,
+                    Handshake::AwaitingInitialized => NOT_INITIALIZED_NOTIFICATION_MESSAGE,
+                    Handshake::Ready => return Step::Run(FsCall { id, method, params }),
+                };
+                Err(ErrorObject::new(INVALID_REQUEST, refusal))
+            }
         };
         Step::Answer {
             request: FsCall { id, method, params },
@@ -206,12 +270,42 @@ impl Session {
         }
     }
 
+    /// Answers `initialize`: a new session, or the one `resumeSessionId` names.
+    fn initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        let params: InitializeParams = match params {
+            None | Some(Value::Null) => InitializeParams::default(),
+            Some(value) => serde_json::from_value(value.clone())
+                .map_err(|e| ErrorObject::new(INVALID_PARAMS, format!("invalid params: {e}")))?,
+        };
+        let session_id = match (params.resume_session_id, &self.sessions) {
+            (Some(id), Some(sessions)) => {
+                sessions
+                    .resume(&id)
+                    .map_err(|message| ErrorObject::new(INVALID_REQUEST, message))?;
+                id
+            }
+            (Some(id), None) => {
+                return Err(ErrorObject::new(
+                    INVALID_REQUEST,
+                    format!("unknown session id {id}"),
+                ));
+            }
+            (None, Some(sessions)) => sessions.open(),
+            (None, None) => uuid::Uuid::new_v4().to_string(),
+        };
+        self.session_id = Some(session_id);
+        self.state = Handshake::AwaitingInitialized;
+        Ok(self.initialize_response())
+    }
+
     fn initialize_response(&self) -> Value {
         let response = InitializeResponse {
+            session_id: self.session_id.clone(),
+            environment_info: self.environment.clone(),
             capfs: Some(ServerCapabilities {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 max_message_bytes: self.max_message_bytes as u64,
-                data_frames: true,
+                data_frames: self.data_frames,
                 read_limit: self.read_limit,
                 walk: true,
                 roots: self.roots.clone(),

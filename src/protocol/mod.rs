@@ -12,6 +12,9 @@ use serde_json::Value;
 
 use crate::{AbsolutePathBuf, FileMetadata, ReadDirectoryEntry, Walk, WalkEntry, WalkOptions};
 
+pub mod codex;
+pub mod uri;
+
 /// `initialize`: the first request on a connection.
 pub const INITIALIZE_METHOD: &str = "initialize";
 /// `initialized`: the notification that completes the handshake.
@@ -238,12 +241,22 @@ pub struct InitializeParams {
     /// Who is connecting, for the server's logs.
     #[serde(default)]
     pub client_name: String,
+    /// The session a reconnecting client takes back (the current codex protocol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_session_id: Option<String>,
 }
 
 /// Result of [`INITIALIZE_METHOD`]. A plain codex-style peer ignores the extra member.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeResponse {
+    /// The connection's session (a UUID), which a reconnect may take back; absent from servers
+    /// of the March 2026 protocol.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// What the executor is, as `environment/info` answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_info: Option<codex::EnvironmentInfo>,
     /// The capfs protocol extensions this server offers; absent from other servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capfs: Option<ServerCapabilities>,
@@ -642,6 +655,25 @@ impl ErrorObject {
         }
     }
 
+    /// The same error with the code the current codex protocol gives its kind: `NotFound` is
+    /// -32004 and `PermissionDenied` -32600 (codex's client reads the kind from the code alone);
+    /// `data.kind` stays for capfs's own client.
+    pub fn for_form(mut self, form: uri::PathForm) -> Self {
+        if form == uri::PathForm::Uri && self.code == INTERNAL_ERROR {
+            let kind = self
+                .data
+                .as_ref()
+                .and_then(|d| d.get("kind"))
+                .and_then(Value::as_str);
+            match kind {
+                Some("NotFound") => self.code = codex::NOT_FOUND_CODE,
+                Some("PermissionDenied") => self.code = INVALID_REQUEST,
+                _ => {}
+            }
+        }
+        self
+    }
+
     /// A protocol-level error with no `io::ErrorKind` behind it.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         Self {
@@ -652,7 +684,8 @@ impl ErrorObject {
     }
 
     /// The `io::Error` the call would have given locally: the kind from `data.kind` when
-    /// present, otherwise `InvalidInput` for -32600 and -32602 and `Other` for the rest.
+    /// present, otherwise `InvalidInput` for -32600 and -32602, `NotFound` for -32004 and
+    /// `Other` for the rest.
     pub fn into_io(self) -> io::Error {
         let named = self
             .data
@@ -666,6 +699,7 @@ impl ErrorObject {
         }
         let kind = match self.code {
             INVALID_REQUEST | INVALID_PARAMS => io::ErrorKind::InvalidInput,
+            codex::NOT_FOUND_CODE => io::ErrorKind::NotFound,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, self.message)

@@ -1,0 +1,208 @@
+//! The methods the current codex exec-server protocol added beside the March 2026 ones: the
+//! environment's description, `fs/walk`, `fs/canonicalize` and `fs/open` handles. Like the
+//! handler, everything goes through [`ExecutorFileSystem`].
+
+mod canonical;
+pub(crate) mod handles;
+mod walk;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+use crate::ExecutorFileSystem;
+use crate::protocol::codex::{
+    CanonicalizeResponse, CloseParams, CodexWalkParams, ENVIRONMENT_CONFIG_READ_METHOD,
+    ENVIRONMENT_INFO_METHOD, ENVIRONMENT_STATUS_METHOD, EnvironmentConfigReadParams,
+    EnvironmentConfigReadResponse, EnvironmentInfo, EnvironmentStatus, FS_CANONICALIZE_METHOD,
+    FS_CLOSE_METHOD, FS_OPEN_METHOD, FS_READ_BLOCK_METHOD, FS_WALK_METHOD, FS_WRITE_BLOCK_METHOD,
+    OpenMode, OpenParams, OpenResponse, ReadBlockParams, ReadBlockResponse, ShellInfo,
+    WriteBlockParams,
+};
+use crate::protocol::uri::{PathForm, spell, uri_of_path};
+use crate::protocol::{ErrorObject, INVALID_REQUEST, PathParams, RootAccess};
+use handles::Handles;
+
+use super::handler::{Outcome, Payload, invalid_input, parse, reply};
+
+/// What one connection keeps between its requests for these methods.
+pub(crate) struct ConnectionState {
+    /// The served file system, for work that outlives a request (a replace handle's write);
+    /// `None` where requests are handled without a connection.
+    pub(crate) fs: Option<Arc<dyn ExecutorFileSystem>>,
+    pub(crate) handles: Handles,
+}
+
+impl std::fmt::Debug for ConnectionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionState").finish_non_exhaustive()
+    }
+}
+
+/// codex's capability names, each with whether capfs serves what it gates. codex calls a gated
+/// method only when its capability is `true`.
+const CAPABILITIES: &[(&str, bool)] = &[
+    ("environmentConfigRead", true),
+    ("sandboxedFileStreaming", true),
+    ("fileWriteStreaming", true),
+    ("fsWatchMissing", false),
+    ("capabilityDiscoverySandbox", false),
+    ("capabilityDiscoveryV2", false),
+    ("networkProxyLaunch", false),
+    ("networkProxyReviewDomains", false),
+    ("credentialMasking", false),
+    ("credentialMaskingCustomProviders", false),
+    ("httpHeaderEnvVars", false),
+    ("shellSnapshotV2", false),
+    ("windowsMxc", false),
+    ("linuxRootWritePreservesDevices", false),
+    ("linuxApprovedRootWritePreservesRestrictions", false),
+];
+
+/// The environment `fs` makes: its roots decide where a turn starts.
+pub(crate) fn environment_info(fs: &dyn ExecutorFileSystem) -> EnvironmentInfo {
+    let roots = fs.served_roots();
+    let cwd = roots
+        .iter()
+        .find(|root| root.access == RootAccess::ReadWrite)
+        .or(roots.first())
+        .map(|root| uri_of_path(&root.path));
+    EnvironmentInfo {
+        shell: ShellInfo {
+            name: "sh".to_string(),
+            path: "/bin/sh".to_string(),
+        },
+        executor_version: env!("CARGO_PKG_VERSION").to_string(),
+        cwd,
+        platform_os: "linux".to_string(),
+        temporary_directories: Vec::new(),
+        capabilities: CAPABILITIES
+            .iter()
+            .map(|(name, served)| ((*name).to_string(), *served))
+            .collect::<BTreeMap<_, _>>(),
+    }
+}
+
+/// Runs `method` when it is one of this module's, with params already in plain-path form.
+/// Handle methods carry no path, so their errors take the codex codes whatever the form.
+pub(crate) async fn dispatch(
+    fs: &dyn ExecutorFileSystem,
+    state: &ConnectionState,
+    method: &str,
+    params: &mut Option<Value>,
+    form: PathForm,
+    max_message_bytes: usize,
+    outcome: &mut Outcome,
+) -> Option<Result<Payload, ErrorObject>> {
+    let io = |e: std::io::Error| ErrorObject::from_io(&e);
+    let result = match method {
+        ENVIRONMENT_INFO_METHOD => reply(environment_info(fs)),
+        ENVIRONMENT_STATUS_METHOD => reply(EnvironmentStatus {
+            status: "ready".to_string(),
+        }),
+        ENVIRONMENT_CONFIG_READ_METHOD => parse::<EnvironmentConfigReadParams>(params.take())
+            .and_then(|_| reply(EnvironmentConfigReadResponse::default())),
+        FS_WALK_METHOD => {
+            async {
+                let p: CodexWalkParams = parse(params.take())?;
+                outcome.name(&[&p.path]);
+                let found = walk::walk(fs, &p.path, &p.options, form, max_message_bytes)
+                    .await
+                    .map_err(io)?;
+                outcome.bytes = found.response.entries.len() as u64;
+                let mut value = serde_json::to_value(found.response).expect("walks serialize");
+                if found.non_utf8_names_omitted > 0 {
+                    value["nonUtf8NamesOmitted"] = found.non_utf8_names_omitted.into();
+                }
+                Ok(Payload::Json(value))
+            }
+            .await
+        }
+        FS_CANONICALIZE_METHOD => {
+            async {
+                let p: PathParams = parse(params.take())?;
+                outcome.name(&[&p.path]);
+                let path = canonical::canonicalize(fs, &p.path).await.map_err(io)?;
+                reply(CanonicalizeResponse {
+                    path: spell(&path, form),
+                })
+            }
+            .await
+        }
+        FS_OPEN_METHOD => {
+            async {
+                let p: OpenParams = parse(params.take())?;
+                outcome.name(&[&p.path]);
+                match (p.mode, &state.fs) {
+                    (OpenMode::Read, _) => {
+                        state
+                            .handles
+                            .open_read(fs, p.handle_id.clone(), &p.path)
+                            .await
+                    }
+                    (OpenMode::Replace, Some(shared)) => {
+                        let shared = Arc::clone(shared);
+                        let id = p.handle_id.clone();
+                        state.handles.open_replace(shared, id, p.path.clone()).await
+                    }
+                    (OpenMode::Replace, None) => {
+                        return Err(ErrorObject::new(
+                            INVALID_REQUEST,
+                            "fs/open in replace mode needs a connection",
+                        ));
+                    }
+                }
+                .map_err(io)?;
+                reply(OpenResponse {
+                    handle_id: p.handle_id,
+                })
+            }
+            .await
+        }
+        FS_READ_BLOCK_METHOD => {
+            async {
+                let p: ReadBlockParams = parse(params.take())?;
+                let (data, eof) = state
+                    .handles
+                    .read_block(&p.handle_id, p.offset, p.len)
+                    .await
+                    .map_err(io)?;
+                outcome.bytes = data.len() as u64;
+                reply(ReadBlockResponse {
+                    chunk: STANDARD.encode(data),
+                    eof,
+                })
+            }
+            .await
+        }
+        FS_WRITE_BLOCK_METHOD => {
+            async {
+                let p: WriteBlockParams = parse(params.take())?;
+                let chunk = STANDARD.decode(p.chunk.as_bytes()).map_err(|e| {
+                    invalid_input(INVALID_REQUEST, format!("chunk is not valid base64: {e}"))
+                })?;
+                outcome.bytes = chunk.len() as u64;
+                state
+                    .handles
+                    .write_block(&p.handle_id, p.offset, chunk)
+                    .await
+                    .map_err(io)?;
+                reply(serde_json::json!({}))
+            }
+            .await
+        }
+        FS_CLOSE_METHOD => {
+            async {
+                let p: CloseParams = parse(params.take())?;
+                state.handles.close(&p.handle_id).await.map_err(io)?;
+                reply(serde_json::json!({}))
+            }
+            .await
+        }
+        _ => return None,
+    };
+    Some(result.map_err(|error| error.for_form(PathForm::Uri)))
+}
