@@ -1,0 +1,153 @@
+// What the codex tests share: a scripted stand-in for the Responses API, `capfs serve` on
+// 127.0.0.1 port 0, and `codex exec` pointed at it as its executor.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import zlib from 'node:zlib';
+
+export const CAPFS_BIN = process.env.CAPFS_BIN;
+export const CODEX_BIN = path.join(import.meta.dirname, 'node_modules', '.bin', 'codex');
+if (!CAPFS_BIN) throw new Error('CAPFS_BIN must name the capfs binary under test');
+
+// A model whose bundled metadata offers apply_patch as a freeform tool; the stand-in answers
+// for it, so no request leaves the machine.
+const MODEL = 'gpt-6-astra';
+
+// A scratch directory outside /tmp, where codex refuses to keep its helper aliases.
+export function scratch(name) {
+  const base = path.join(import.meta.dirname, '.scratch');
+  fs.mkdirSync(base, { recursive: true });
+  return fs.mkdtempSync(path.join(base, `${name}-`));
+}
+
+// Serves one scripted turn per request: each turn is a list of items, a function call
+// `{call, args}`, a freeform tool call `{tool, input}` or a message `{say}`. Every request body
+// is kept, for the test to read what codex sent.
+export async function scriptedModel(turns) {
+  const requests = [];
+  let next = 0;
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => (body += chunk));
+    req.on('end', () => {
+      if (!req.url.endsWith('/responses')) {
+        res.writeHead(404).end();
+        return;
+      }
+      requests.push(JSON.parse(body));
+      const items = turns[Math.min(next, turns.length - 1)];
+      next += 1;
+      const id = `resp-${next}`;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const send = (event) => res.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+      send({ type: 'response.created', response: { id } });
+      items.forEach((it, i) => {
+        const callId = `call-${next}-${i}`;
+        let item;
+        if (it.call) item = { type: 'function_call', call_id: callId, name: it.call, arguments: JSON.stringify(it.args) };
+        else if (it.tool) item = { type: 'custom_tool_call', call_id: callId, name: it.tool, input: it.input };
+        else item = { type: 'message', role: 'assistant', id: `msg-${next}-${i}`, content: [{ type: 'output_text', text: it.say }] };
+        send({ type: 'response.output_item.done', item });
+      });
+      const usage = { input_tokens: 0, input_tokens_details: null, output_tokens: 0, output_tokens_details: null, total_tokens: 0 };
+      send({ type: 'response.completed', response: { id, usage } });
+      res.end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, requests, close: () => server.close() };
+}
+
+// `capfs serve` with `args`, on 127.0.0.1 port 0; resolves once it printed its URL.
+export async function capfsServe(args) {
+  const child = spawn(CAPFS_BIN, ['serve', '--listen', 'ws://127.0.0.1:0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.startsWith('ws://'));
+      if (line) resolve(line.trim());
+    });
+    child.on('exit', (code) => reject(new Error(`capfs serve exited ${code}: ${stderr}`)));
+  });
+  return { url, stop: () => child.kill('SIGTERM'), stderr: () => stderr };
+}
+
+// One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`.
+export async function codexExec({ home, model, executor, cwd, sandbox, prompt }) {
+  fs.writeFileSync(
+    path.join(home, 'config.toml'),
+    [
+      `model = "${MODEL}"`,
+      'model_provider = "scripted"',
+      '[model_providers.scripted]',
+      'name = "scripted"',
+      `base_url = "${model.url}"`,
+      'wire_api = "responses"',
+      '',
+    ].join('\n'),
+  );
+  const env = { ...process.env, CODEX_HOME: home, CODEX_EXEC_SERVER_URL: executor };
+  delete env.OPENAI_API_KEY;
+  const child = spawn(CODEX_BIN, ['exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
+    cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  const code = await new Promise((resolve) => child.on('exit', resolve));
+  clearTimeout(timer);
+  return { code, output };
+}
+
+// Every text codex sent the model, joined: prompts, instructions and tool outputs.
+export function sentText(requests) {
+  return requests.map((r) => JSON.stringify(r)).join('\n');
+}
+
+// A valid PNG of `side` x `side` RGBA pixels, noisy so that it does not compress.
+export function png(side) {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buf) => {
+    let c = 0xffffffff;
+    for (const b of buf) c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(body));
+    return Buffer.concat([len, body, sum]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(side, 0);
+  header.writeUInt32BE(side, 4);
+  header[8] = 8;
+  header[9] = 6;
+  const rows = Buffer.alloc((side * 4 + 1) * side);
+  let seed = 12345;
+  for (let i = 0; i < rows.length; i++) {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    rows[i] = i % (side * 4 + 1) === 0 ? 0 : seed >>> 24;
+  }
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', zlib.deflateSync(rows, { level: 0 })),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
