@@ -44,43 +44,73 @@ pub(crate) enum Runs {
     StreamWrite,
 }
 
+/// What a method does to the paths it names, for the request's `sandbox` policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Touch {
+    /// Names no path (or a handle already checked when it was opened).
+    Nothing,
+    /// Reads `path`.
+    Reads,
+    /// Changes `path`.
+    Writes,
+    /// Reads `sourcePath`, writes `destinationPath`.
+    Copies,
+    /// Changes both `sourcePath` and `destinationPath`.
+    Moves,
+    /// Reads or (`mode: "replace"`) writes `path`.
+    Opens,
+}
+
 /// One row of the method table.
 #[derive(Debug)]
 pub(crate) struct Method {
     pub(crate) name: &'static str,
     pub(crate) runs: Runs,
+    pub(crate) touch: Touch,
 }
 
-const fn row(name: &'static str, runs: Runs) -> Method {
-    Method { name, runs }
+const fn row(name: &'static str, runs: Runs, touch: Touch) -> Method {
+    Method { name, runs, touch }
 }
 
-/// Every method the server answers, and where it runs. Session, connection and dispatch ask
-/// this table; a method missing from it is `-32601` before anything else looks at it.
+/// Every method the server answers, where it runs and what it does to its paths. Session,
+/// connection and dispatch ask this table; a method missing from it is `-32601` before anything else looks at it.
 pub(crate) const METHODS: &[Method] = &[
-    row(INITIALIZE_METHOD, Runs::Session),
-    row(FS_READ_FILE_METHOD, Runs::Task),
-    row(FS_WRITE_FILE_METHOD, Runs::Task),
-    row(FS_CREATE_DIRECTORY_METHOD, Runs::Task),
-    row(FS_GET_METADATA_METHOD, Runs::Task),
-    row(FS_READ_DIRECTORY_METHOD, Runs::Task),
-    row(FS_REMOVE_METHOD, Runs::Task),
-    row(FS_COPY_METHOD, Runs::Task),
-    row(FS_RENAME_METHOD, Runs::Task),
-    row(codex::FS_WALK_METHOD, Runs::Task),
-    row(codex::FS_CANONICALIZE_METHOD, Runs::Task),
-    row(codex::FS_OPEN_METHOD, Runs::Task),
-    row(codex::FS_READ_BLOCK_METHOD, Runs::Task),
-    row(codex::FS_WRITE_BLOCK_METHOD, Runs::Task),
-    row(codex::FS_CLOSE_METHOD, Runs::Task),
-    row(codex::ENVIRONMENT_INFO_METHOD, Runs::Task),
-    row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task),
-    row(codex::ENVIRONMENT_CONFIG_READ_METHOD, Runs::Task),
-    row(CAPFS_READ_LINK_METHOD, Runs::Task),
-    row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task),
-    row(CAPFS_WALK_METHOD, Runs::Task),
-    row(CAPFS_READ_FILE_STREAM_METHOD, Runs::StreamRead),
-    row(CAPFS_WRITE_FILE_STREAM_METHOD, Runs::StreamWrite),
+    row(INITIALIZE_METHOD, Runs::Session, Touch::Nothing),
+    row(FS_READ_FILE_METHOD, Runs::Task, Touch::Reads),
+    row(FS_WRITE_FILE_METHOD, Runs::Task, Touch::Writes),
+    row(FS_CREATE_DIRECTORY_METHOD, Runs::Task, Touch::Writes),
+    row(FS_GET_METADATA_METHOD, Runs::Task, Touch::Reads),
+    row(FS_READ_DIRECTORY_METHOD, Runs::Task, Touch::Reads),
+    row(FS_REMOVE_METHOD, Runs::Task, Touch::Writes),
+    row(FS_COPY_METHOD, Runs::Task, Touch::Copies),
+    row(FS_RENAME_METHOD, Runs::Task, Touch::Moves),
+    row(codex::FS_WALK_METHOD, Runs::Task, Touch::Reads),
+    row(codex::FS_CANONICALIZE_METHOD, Runs::Task, Touch::Reads),
+    row(codex::FS_OPEN_METHOD, Runs::Task, Touch::Opens),
+    row(codex::FS_READ_BLOCK_METHOD, Runs::Task, Touch::Nothing),
+    row(codex::FS_WRITE_BLOCK_METHOD, Runs::Task, Touch::Nothing),
+    row(codex::FS_CLOSE_METHOD, Runs::Task, Touch::Nothing),
+    row(codex::ENVIRONMENT_INFO_METHOD, Runs::Task, Touch::Nothing),
+    row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task, Touch::Nothing),
+    row(
+        codex::ENVIRONMENT_CONFIG_READ_METHOD,
+        Runs::Task,
+        Touch::Nothing,
+    ),
+    row(CAPFS_READ_LINK_METHOD, Runs::Task, Touch::Reads),
+    row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task, Touch::Writes),
+    row(CAPFS_WALK_METHOD, Runs::Task, Touch::Reads),
+    row(
+        CAPFS_READ_FILE_STREAM_METHOD,
+        Runs::StreamRead,
+        Touch::Reads,
+    ),
+    row(
+        CAPFS_WRITE_FILE_STREAM_METHOD,
+        Runs::StreamWrite,
+        Touch::Writes,
+    ),
 ];
 
 /// The table's row for `name`.
@@ -184,6 +214,10 @@ pub(crate) async fn dispatch(
         outcome.paths = audit::raw_paths(params.as_ref());
     }
     let form = uri::plain_params(&mut params)?;
+    let touch = self::method(method).map_or(Touch::Nothing, |m| m.touch);
+    codex_methods::check_policy(fs, touch, params.as_ref())
+        .await
+        .map_err(|e| ErrorObject::from_io(&e).for_form(form))?;
     if let Some(reply) = codex_methods::dispatch(
         fs,
         state,

@@ -539,3 +539,139 @@ async fn replace_handles_show_the_old_file_until_closed_and_leave_it_when_abando
     }
     assert!(fs::read(env.outside.join("secret")).unwrap() == SECRET);
 }
+
+/// The profile codex 0.169 sends on writes in `workspace-write` mode, for workspace `ws`, less
+/// its `/tmp` entry (the test's roots are under `/tmp`).
+fn workspace_write(ws: &str) -> Value {
+    let special = |kind: &str, subpath: Option<&str>, access: &str| {
+        let mut value = json!({"kind": kind});
+        if let Some(subpath) = subpath {
+            value["subpath"] = subpath.into();
+        }
+        json!({"path": {"type": "special", "value": value}, "access": access})
+    };
+    json!({
+        "permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": [
+            special("root", None, "read"),
+            special("project_roots", None, "write"),
+            special("project_roots", Some(".git"), "read"),
+            special("project_roots", Some(".agents"), "read"),
+            special("project_roots", Some(".codex"), "read"),
+        ]}, "network": "restricted"},
+        "cwd": uri(ws),
+        "workspaceRoots": [uri(ws)],
+    })
+}
+
+#[tokio::test]
+async fn a_requests_sandbox_narrows_what_the_roots_allow_and_never_widens_it() {
+    let env = env(false).await;
+    env.mkfile(".git/config", b"[core]");
+    env.mkfile("a.txt", b"a");
+    env.symlink("to_git", ".git");
+    let server = serve(&env).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    let policy = workspace_write(&env.ws.to_string());
+    let write = |path: String, sandbox: &Value| json!({"path": uri(path), "dataBase64": "eA==", "sandbox": sandbox});
+    let ok = peer
+        .request("fs/writeFile", write(env.p("b.txt").to_string(), &policy))
+        .await;
+    assert!(ok.get("result").is_some(), "{ok}");
+    // The read-only carve-outs hold, also through a link and for every kind of change.
+    let refused = [
+        (
+            "fs/writeFile",
+            write(env.p(".git/config").to_string(), &policy),
+        ),
+        (
+            "fs/writeFile",
+            write(env.p("to_git/config").to_string(), &policy),
+        ),
+        (
+            "fs/writeFile",
+            write(env.p(".agents/x").to_string(), &policy),
+        ),
+        (
+            "fs/createDirectory",
+            json!({"path": uri(env.p(".codex/d")), "sandbox": policy}),
+        ),
+        (
+            "fs/remove",
+            json!({"path": uri(env.p(".git/config")), "sandbox": policy}),
+        ),
+        (
+            "fs/copy",
+            json!({"sourcePath": uri(env.p("a.txt")), "destinationPath": uri(env.p(".git/a")), "recursive": false, "sandbox": policy}),
+        ),
+        (
+            "fs/rename",
+            json!({"sourcePath": uri(env.p(".git/config")), "destinationPath": uri(env.p("c")), "sandbox": policy}),
+        ),
+        (
+            "fs/open",
+            json!({"handleId": "h", "path": uri(env.p(".git/config")), "mode": "replace", "sandbox": policy}),
+        ),
+        // Another read-write root of capfs's, outside the turn's workspace.
+        (
+            "fs/writeFile",
+            write(env.ws2.join("x").unwrap().to_string(), &policy),
+        ),
+    ];
+    for (method, params) in refused {
+        let reply = peer.request(method, params.clone()).await;
+        let (code, kind, message) = error_of(&reply);
+        assert_eq!(
+            (code, kind),
+            (-32600, Some("PermissionDenied")),
+            "{method} {params}: {reply}"
+        );
+        assert!(message.contains("sandbox policy"), "{message}");
+    }
+    assert_eq!(fs::read(env.ws_host(".git/config")).unwrap(), b"[core]");
+    assert!(!env.ws_host(".git/a").exists() && !env.ws_host(".codex").exists());
+    assert!(!env.ws2.join("x").unwrap().as_path().exists());
+    // Reads are allowed where the profile reads.
+    let reply = peer
+        .request(
+            "fs/readFile",
+            json!({"path": uri(env.p(".git/config")), "sandbox": policy}),
+        )
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    // A read-only turn writes nowhere, even under a read-write root.
+    let read_only = json!({"permissions": {"type": "managed", "file_system": {"type": "restricted",
+        "entries": [{"path": {"type": "special", "value": {"kind": "root"}}, "access": "read"}]}}});
+    let reply = peer
+        .request(
+            "fs/writeFile",
+            write(env.p("b.txt").to_string(), &read_only),
+        )
+        .await;
+    assert_eq!(error_of(&reply).1, Some("PermissionDenied"), "{reply}");
+    // The policy never widens: a profile granting `/` still cannot write a read-only root or
+    // outside every root.
+    let everything = json!({"permissions": {"type": "managed", "file_system": {"type": "restricted",
+        "entries": [{"path": {"type": "special", "value": {"kind": "root"}}, "access": "write"}]}}});
+    for path in [
+        env.ro.join("new").unwrap().to_string(),
+        env.outside.join("new").display().to_string(),
+    ] {
+        let reply = peer
+            .request("fs/writeFile", write(path.clone(), &everything))
+            .await;
+        assert_eq!(
+            error_of(&reply).1,
+            Some("PermissionDenied"),
+            "{path}: {reply}"
+        );
+    }
+    // No policy: capfs's roots alone decide.
+    let reply = peer
+        .request(
+            "fs/writeFile",
+            write(env.p(".git/config").to_string(), &Value::Null),
+        )
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    assert!(!env.outside.join("new").exists());
+}

@@ -4,6 +4,7 @@
 
 mod canonical;
 pub(crate) mod handles;
+mod policy;
 mod walk;
 
 use std::collections::BTreeMap;
@@ -26,7 +27,8 @@ use crate::protocol::uri::{PathForm, spell, uri_of_path};
 use crate::protocol::{ErrorObject, INVALID_REQUEST, PathParams, RootAccess};
 use handles::Handles;
 
-use super::handler::{Outcome, Payload, invalid_input, parse, reply};
+use super::handler::{Outcome, Payload, Touch, invalid_input, parse, reply};
+use policy::{Need, Policy};
 
 /// What one connection keeps between its requests for these methods.
 pub(crate) struct ConnectionState {
@@ -84,6 +86,40 @@ pub(crate) fn environment_info(fs: &dyn ExecutorFileSystem) -> EnvironmentInfo {
             .map(|(name, served)| ((*name).to_string(), *served))
             .collect::<BTreeMap<_, _>>(),
     }
+}
+
+/// Refuses a request whose `sandbox` policy does not allow what `touch` says it does to the
+/// paths in `params` (already plain). Paths that do not parse are left to the params' parser.
+pub(crate) async fn check_policy(
+    fs: &dyn ExecutorFileSystem,
+    touch: Touch,
+    params: Option<&Value>,
+) -> std::io::Result<()> {
+    let Some(params) = params else {
+        return Ok(());
+    };
+    let needs: &[(&str, Need)] = match touch {
+        Touch::Nothing => return Ok(()),
+        Touch::Reads => &[("path", Need::Read)],
+        Touch::Writes => &[("path", Need::Write)],
+        Touch::Copies => &[("sourcePath", Need::Read), ("destinationPath", Need::Write)],
+        Touch::Moves => &[
+            ("sourcePath", Need::Write),
+            ("destinationPath", Need::Write),
+        ],
+        Touch::Opens if params["mode"] == "replace" => &[("path", Need::Write)],
+        Touch::Opens => &[("path", Need::Read)],
+    };
+    let Some(policy) = Policy::parse(params.get("sandbox"))? else {
+        return Ok(());
+    };
+    for (member, need) in needs {
+        let path = params[*member].as_str().map(crate::AbsolutePathBuf::new);
+        if let Some(Ok(path)) = path {
+            policy.check(fs, &path, *need).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs `method` when it is one of this module's, with params already in plain-path form.
