@@ -536,15 +536,32 @@ where
     let input = std::io::Cursor::new(first).chain(input);
     if lines::starts_a_line(first[0]) {
         let max_line = config.max_message_bytes;
-        let (ws, bridge) =
-            lines::serve_lines(input, output, ws_config(&config), max_line, stop.clone()).await;
-        let served = serve_one(fs, config, ws, peer, true, stop, shutdown).await;
+        let (pipe, bridge) = lines::serve_lines(input, output, ws_config(&config), max_line).await;
+        let served = serve_framed(fs, config, pipe, peer, true, stop, shutdown).await;
         // The bridge ends once the connection has closed its side of the pipe.
         let _ = bridge.await;
         return served;
     }
+    let io = tokio::io::join(input, output);
+    serve_framed(fs, config, io, peer, false, stop, shutdown).await
+}
+
+/// Runs one connection on the WebSocket frames of `io` until it ends, or until `shutdown` and
+/// then the shutdown timeout; `over_lines` when the frames carry JSON lines.
+async fn serve_framed<S>(
+    fs: Arc<dyn ExecutorFileSystem>,
+    config: ServerConfig,
+    io: S,
+    peer: &str,
+    over_lines: bool,
+    stop: CancellationToken,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let io = EndAsStop {
-        io: tokio::io::join(input, output),
+        io,
         stop: stop.clone(),
     };
     let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
@@ -553,12 +570,11 @@ where
         Some(ws_config(&config)),
     )
     .await;
-    serve_one(fs, config, ws, peer, false, stop, shutdown).await
+    serve_one(fs, config, ws, peer, over_lines, stop, shutdown).await
 }
 
 /// Runs one connection on `ws` until it ends, or until `shutdown` and then the shutdown
 /// timeout; `over_lines` when it carries JSON lines.
-#[allow(clippy::too_many_arguments)]
 async fn serve_one<S>(
     fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,

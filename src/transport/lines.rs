@@ -4,13 +4,16 @@
 //! both framings.
 
 use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_util::sync::CancellationToken;
 
 /// Bytes of the in-memory pipe between the lines and the WebSocket connection.
 const PIPE_BYTES: usize = 256 * 1024;
@@ -21,19 +24,19 @@ pub(crate) fn starts_a_line(first: u8) -> bool {
     matches!(first, b'{' | b' ' | b'\t' | b'\r' | b'\n')
 }
 
-/// Carries the lines of `input` as text messages into the returned WebSocket stream and its
-/// messages back to `output` as lines, until either end closes. The end of `input` cancels
-/// `stop`, as the end of a WebSocket byte stream does (the running requests still answer). A
-/// line longer than `max_line` bytes is passed on cut there, so the connection refuses it as
-/// an oversized message.
+/// Carries the lines of `input` as text messages into the returned byte stream, which speaks
+/// WebSocket frames for a server to read, and its messages back to `output` as lines, until
+/// either end closes. The end of `input` becomes the end of the returned stream, after every
+/// line before it: the server stops as it does at the end of a WebSocket byte stream. A line
+/// longer than `max_line` bytes is passed on cut there, so the connection refuses it as an
+/// oversized message.
 pub(crate) async fn serve_lines<R, W>(
     input: R,
     mut output: W,
     config: WebSocketConfig,
     max_line: usize,
-    stop: CancellationToken,
 ) -> (
-    WebSocketStream<tokio::io::DuplexStream>,
+    tokio::io::DuplexStream,
     tokio::task::JoinHandle<io::Result<()>>,
 )
 where
@@ -41,8 +44,18 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (server_end, bridge_end) = tokio::io::duplex(PIPE_BYTES);
-    let server = WebSocketStream::from_raw_socket(server_end, Role::Server, Some(config)).await;
-    let bridge = WebSocketStream::from_raw_socket(bridge_end, Role::Client, Some(config)).await;
+    let (from_pipe, to_pipe) = tokio::io::split(bridge_end);
+    let ended = Arc::new(AtomicBool::new(false));
+    let to_pipe = EndOnFlush {
+        inner: to_pipe,
+        ended: Arc::clone(&ended),
+    };
+    let bridge = WebSocketStream::from_raw_socket(
+        tokio::io::join(from_pipe, to_pipe),
+        Role::Client,
+        Some(config),
+    )
+    .await;
     let task = tokio::spawn(async move {
         let (mut to_server, mut from_server) = bridge.split();
         let reading = async {
@@ -55,7 +68,8 @@ where
                     .read_until(b'\n', &mut line)
                     .await?;
                 if read == 0 {
-                    stop.cancel();
+                    ended.store(true, Ordering::Release);
+                    let _ = to_server.flush().await;
                     return Ok::<(), io::Error>(());
                 }
                 let text = line.strip_suffix(b"\n").unwrap_or(&line);
@@ -98,5 +112,34 @@ where
             }
         }
     });
-    (server, task)
+    (server_end, task)
+}
+
+/// The bridge's side of the pipe, whose flush after the input ended shuts the pipe down: the
+/// server then reads to the end of what was sent, and then its end.
+struct EndOnFlush<W> {
+    inner: W,
+    ended: Arc<AtomicBool>,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for EndOnFlush<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+        if self.ended.load(Ordering::Acquire) {
+            return Pin::new(&mut self.inner).poll_shutdown(cx);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }

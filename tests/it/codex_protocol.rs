@@ -675,3 +675,59 @@ async fn a_requests_sandbox_narrows_what_the_roots_allow_and_never_widens_it() {
     assert!(reply.get("result").is_some(), "{reply}");
     assert!(!env.outside.join("new").exists());
 }
+
+#[test]
+fn stdio_speaks_json_lines_when_the_first_byte_is_json() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = fs::canonicalize(dir.path()).unwrap();
+    fs::write(ws.join("a.txt"), b"hello").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capfs"))
+        .args(["serve", "--listen", "stdio", "--root"])
+        .arg(&ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"id": 1, "method": "initialize", "params": {"clientName": "codex"}}).to_string(),
+        json!({"method": "initialized"}).to_string(),
+        // A line that is not JSON gets an error and the connection stays usable.
+        "not json".to_string(),
+        json!({"id": 2, "method": "fs/readFile", "params": {"path": format!("file://{}/a.txt", ws.display())}}).to_string(),
+        json!({"id": 3, "method": "fs/getMetadata", "params": {"path": format!("{}/nope", ws.display())}}).to_string(),
+    ];
+    // Written whole, then stdin closed: every request before the end still gets its answer.
+    stdin
+        .write_all(format!("{}\r\n\n", lines.join("\n")).as_bytes())
+        .unwrap();
+    drop(stdin);
+    let replies: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|line| serde_json::from_str(&line.unwrap()).expect("one JSON message per line"))
+        .collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(replies.len(), 4, "{replies:?}");
+    assert_eq!(
+        replies[0]["result"]["capfs"]["dataFrames"], false,
+        "no data frames on lines"
+    );
+    assert!(replies[0]["result"]["sessionId"].is_string());
+    let by_id = |id: i64| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {replies:?}"))
+    };
+    assert_eq!(by_id(2)["result"]["dataBase64"], "aGVsbG8=");
+    assert_eq!(by_id(3)["error"]["data"]["kind"], "NotFound");
+    assert!(
+        replies
+            .iter()
+            .any(|r| r["error"]["code"] == -32600 && r["id"] == -1),
+        "{replies:?}"
+    );
+}
