@@ -14,6 +14,7 @@
 //! - `fuzz_regressions`: one test per finding of the fuzzers and property tests;
 //! - `protocol`: the wire protocol spoken by hand against the real `capfs serve`;
 //! - `codex_protocol`: the current codex protocol (URIs, sessions, walks, handles) in process;
+//! - `codex_races`: its walks, canonical paths and handles beside an attacker thread;
 //! - `streaming`: the data-frame extension, large files, bounded memory;
 //! - `stream_bounds`: what one client can hold (blocking threads, file-work permits, slots),
 //!   stream timeouts and aborts, the reply limit, unsized writes, write options, relays;
@@ -35,6 +36,7 @@ mod serve;
 mod cap_std_gaps;
 mod cli;
 mod codex_protocol;
+mod codex_races;
 mod copies;
 mod faults;
 mod fuzz_regressions;
