@@ -231,7 +231,7 @@ pub(crate) async fn dispatch(
     {
         return reply;
     }
-    let reply = dispatch_fs(fs, method, params, max_message_bytes, outcome).await;
+    let reply = dispatch_fs(fs, method, params, form, max_message_bytes, outcome).await;
     reply.map_err(|error| error.for_form(form))
 }
 
@@ -240,6 +240,7 @@ async fn dispatch_fs(
     fs: &dyn ExecutorFileSystem,
     method: &str,
     params: Option<Value>,
+    form: uri::PathForm,
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
@@ -313,7 +314,18 @@ async fn dispatch_fs(
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
             outcome.name(&[&p.path]);
-            let entries = fs.read_directory(&p.path).await.map_err(io)?;
+            let mut entries = fs.read_directory(&p.path).await.map_err(io)?;
+            if form == uri::PathForm::Uri {
+                // The current protocol types a link by what it leads to, as codex's own server
+                // does; here only where that is inside the roots.
+                for entry in entries.iter_mut().filter(|e| e.is_symlink && !e.lossy_name) {
+                    let target = p.path.join(&entry.file_name).map_err(io)?;
+                    if let Ok(metadata) = fs.get_metadata(&target).await {
+                        entry.is_directory = metadata.is_directory;
+                        entry.is_file = metadata.is_file;
+                    }
+                }
+            }
             // A lossy name shown to the client would lead it to another entry (or none) when
             // sent back: such entries are left out and counted instead.
             let (lossy, exact): (Vec<_>, Vec<_>) =

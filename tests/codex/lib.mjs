@@ -151,3 +151,58 @@ export function png(side) {
     chunk('IEND', Buffer.alloc(0)),
   ]);
 }
+
+// `codex exec-server` on 127.0.0.1 port 0, from the pinned package; resolves once it printed
+// its URL.
+export async function codexExecServer(home) {
+  const child = spawn(CODEX_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
+    env: { ...process.env, CODEX_HOME: home },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    const look = (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.startsWith('ws://'));
+      if (line) resolve(line.trim());
+    };
+    child.stdout.on('data', look);
+    child.stderr.on('data', look);
+    child.on('exit', (code) => reject(new Error(`codex exec-server exited ${code}: ${out}`)));
+  });
+  return { url, stop: () => child.kill('SIGTERM') };
+}
+
+// A JSON-RPC peer over WebSocket: `request` resolves with the whole reply message.
+export async function peer(url) {
+  const { WebSocket } = await import('ws');
+  const ws = new WebSocket(url, { maxPayload: 256 * 1024 * 1024 });
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  const waiting = new Map();
+  const notifications = [];
+  ws.on('message', (data) => {
+    const message = JSON.parse(data.toString());
+    if (message.id !== undefined && waiting.has(message.id)) {
+      waiting.get(message.id)(message);
+      waiting.delete(message.id);
+    } else if (message.method) {
+      notifications.push(message);
+    }
+  });
+  let next = 1;
+  const request = (method, params) =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      const timer = setTimeout(() => reject(new Error(`${method}: no reply in time`)), 30_000);
+      waiting.set(id, (reply) => {
+        clearTimeout(timer);
+        resolve(reply);
+      });
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  const notify = (method, params) => ws.send(JSON.stringify({ method, params }));
+  return { request, notify, notifications, close: () => ws.close() };
+}

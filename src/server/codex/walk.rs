@@ -3,7 +3,7 @@
 //! so the walk is confined exactly as `fs/readDirectory` is; a directory that cannot be read is
 //! reported in `errors`, never silently left out.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use crate::protocol::codex::{CodexWalkEntry, CodexWalkError, CodexWalkOptions, CodexWalkResponse};
 use crate::protocol::uri::{PathForm, spell};
@@ -48,6 +48,11 @@ pub(crate) async fn walk(
     let budget = max_message_bytes.saturating_sub(REPLY_ENVELOPE_BYTES);
     let mut used = 0usize;
     let mut queue = VecDeque::from([(start.clone(), 1u64)]);
+    // Where links are followed, a directory is entered once however many ways lead to it.
+    let mut entered: HashSet<AbsolutePathBuf> = HashSet::new();
+    if options.follow_directory_symlinks {
+        entered.insert(super::canonical::canonicalize(fs, start).await?);
+    }
     let mut read = 0u64;
     let out = &mut found.response;
     'walk: while let Some((dir, depth)) = queue.pop_front() {
@@ -105,6 +110,12 @@ pub(crate) async fn walk(
             });
             let hidden = entry.file_name.starts_with('.');
             if is_directory && depth < max_depth && !(options.prune_hidden_directories && hidden) {
+                if options.follow_directory_symlinks {
+                    let canonical = super::canonical::canonicalize(fs, &path).await;
+                    if !canonical.is_ok_and(|canonical| entered.insert(canonical)) {
+                        continue;
+                    }
+                }
                 queue.push_back((path, depth + 1));
             }
         }
