@@ -79,7 +79,9 @@ export async function capfsServe(args) {
 }
 
 // One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`.
-export async function codexExec({ home, model, executor, cwd, sandbox, prompt }) {
+// With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
+// executors as that file says.
+export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt }) {
   fs.writeFileSync(
     path.join(home, 'config.toml'),
     [
@@ -92,7 +94,9 @@ export async function codexExec({ home, model, executor, cwd, sandbox, prompt })
       '',
     ].join('\n'),
   );
-  const env = { ...process.env, CODEX_HOME: home, CODEX_EXEC_SERVER_URL: executor };
+  const env = { ...process.env, CODEX_HOME: home };
+  if (executor) env.CODEX_EXEC_SERVER_URL = executor;
+  if (environments) fs.writeFileSync(path.join(home, 'environments.toml'), environments);
   delete env.OPENAI_API_KEY;
   const child = spawn(CODEX_BIN, ['exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
     cwd,

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { capfsServe, codexExec, png, scratch, scriptedModel, sentText } from './lib.mjs';
+import { CAPFS_BIN, capfsServe, codexExec, png, scratch, scriptedModel, sentText } from './lib.mjs';
 
 const AGENTS_MARKER = 'agents-marker-7f3a: answer in haiku';
 const SKILL_MARKER = 'skill-marker-51c9 formats release notes';
@@ -85,6 +85,47 @@ test('a write outside the workspace is refused by capfs, whatever codex allows',
     assert.equal(fs.readFileSync(path.join(outside, 'canary.txt'), 'utf8'), 'canary\n');
     const outputs = model.requests[1].input.filter((item) => item.type === 'custom_tool_call_output');
     assert.match(JSON.stringify(outputs), /Failed to write file/, 'the refusal reached the model');
+  } finally {
+    model.close();
+  }
+});
+
+// `environments.toml` naming capfs over stdio (JSON lines), as over ssh; `include_local = false`
+// so that codex never falls back to running the turn on the host.
+function environments(args) {
+  return [
+    'default = "capfs"',
+    'include_local = false',
+    '[[environments]]',
+    'id = "capfs"',
+    `program = ${JSON.stringify(CAPFS_BIN)}`,
+    `args = ${JSON.stringify(['serve', '--listen', 'stdio', ...args])}`,
+    '',
+  ].join('\n');
+}
+
+test('codex starts capfs over stdio from environments.toml', async () => {
+  const model = await scriptedModel([[patch('*** Add File: stdio/made.txt\n+over stdio\n')], [{ say: 'done' }]]);
+  const home = scratch('home');
+  try {
+    const run = await codexExec({ home, model, environments: environments(['--root', ws]), cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
+    assert.equal(model.requests.length, 2, run.output);
+    assert.equal(fs.readFileSync(path.join(ws, 'stdio', 'made.txt'), 'utf8'), 'over stdio\n', run.output);
+  } finally {
+    model.close();
+  }
+});
+
+test('with include_local = false, an executor that fails leaves the host untouched', async () => {
+  const model = await scriptedModel([[patch('*** Add File: fallback.txt\n+ran on the host\n')], [{ say: 'done' }]]);
+  const home = scratch('home');
+  try {
+    // capfs refuses to start on a root that does not exist.
+    const bad = environments(['--root', path.join(dir, 'does-not-exist')]);
+    const run = await codexExec({ home, model, environments: bad, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
+    assert.ok(model.requests.length >= 1, run.output);
+    assert.ok(!fs.existsSync(path.join(ws, 'fallback.txt')), 'the turn did not run on the host');
+    assert.match(sentText(model.requests.slice(1)), /No usable execution environment/, run.output);
   } finally {
     model.close();
   }
