@@ -60,8 +60,9 @@ export async function scriptedModel(turns) {
 }
 
 // `capfs serve` with `args`, on 127.0.0.1 port 0; resolves once it printed its URL.
-export async function capfsServe(args) {
+export async function capfsServe(args, env = {}) {
   const child = spawn(CAPFS_BIN, ['serve', '--listen', 'ws://127.0.0.1:0', ...args], {
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

@@ -130,3 +130,25 @@ test('with include_local = false, an executor that fails leaves the host untouch
     model.close();
   }
 });
+
+test('codex sends auth_bearer_token to a capfs serve that asks for a token', async () => {
+  const token = 'a-token-for-this-test-only-4b1d';
+  const guarded = await capfsServe(['--root', ws], { CAPFS_TOKEN: token });
+  const entry = (bearer) =>
+    ['default = "capfs"', 'include_local = false', '[[environments]]', 'id = "capfs"',
+      `url = "${guarded.url}"`, `auth_bearer_token = "${bearer}"`, ''].join('\n');
+  try {
+    for (const [bearer, file, lands] of [[token, 'token/ok.txt', true], ['wrong', 'token/no.txt', false]]) {
+      const model = await scriptedModel([[patch(`*** Add File: ${file}\n+x\n`)], [{ say: 'done' }]]);
+      const home = scratch('home');
+      try {
+        const run = await codexExec({ home, model, environments: entry(bearer), cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
+        assert.equal(fs.existsSync(path.join(ws, file)), lands, `${bearer}: ${run.output}`);
+      } finally {
+        model.close();
+      }
+    }
+  } finally {
+    guarded.stop();
+  }
+});
