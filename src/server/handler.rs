@@ -134,6 +134,8 @@ pub(crate) enum Payload {
     /// The result of `fs/readFile`: `{"dataBase64": ...}` built straight into the reply text,
     /// without a base64 string or a `Value` in between.
     FileData(Vec<u8>),
+    /// The result of `fs/readBlock`: `{"chunk": ..., "eof": ...}`, built the same way.
+    Block { data: Vec<u8>, eof: bool },
 }
 
 impl Payload {
@@ -143,6 +145,9 @@ impl Payload {
             Payload::Json(value) => value,
             Payload::Text(text) => serde_json::from_str(&text).expect("results are JSON"),
             Payload::FileData(data) => serde_json::json!({ "dataBase64": STANDARD.encode(data) }),
+            Payload::Block { data, eof } => {
+                serde_json::json!({ "chunk": STANDARD.encode(data), "eof": eof })
+            }
         }
     }
 
@@ -150,7 +155,7 @@ impl Payload {
     pub(crate) fn for_log(reply: &Result<Payload, ErrorObject>) -> Result<Value, ErrorObject> {
         match reply {
             Ok(Payload::Json(value)) => Ok(value.clone()),
-            Ok(Payload::FileData(_) | Payload::Text(_)) => Ok(Value::Null),
+            Ok(Payload::FileData(_) | Payload::Text(_) | Payload::Block { .. }) => Ok(Value::Null),
             Err(error) => Err(error.clone()),
         }
     }
@@ -435,6 +440,17 @@ pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> 
             text.push_str(r#"{"dataBase64":""#);
             STANDARD.encode_string(&data, &mut text);
             text.push_str(r#""}}"#);
+            text
+        }
+        Ok(Payload::Block { data, eof }) => {
+            let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
+            text.push_str(r#"{"chunk":""#);
+            STANDARD.encode_string(&data, &mut text);
+            text.push_str(if eof {
+                r#"","eof":true}}"#
+            } else {
+                r#"","eof":false}}"#
+            });
             text
         }
         Ok(Payload::Text(result)) => {

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -265,19 +264,22 @@ async fn finish(replace: &mut Replace) -> io::Result<()> {
 }
 
 fn read_at(file: &std::fs::File, offset: u64, len: usize) -> io::Result<(Vec<u8>, bool)> {
-    let mut data = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        match file.read_at(&mut data[got..], offset.saturating_add(got as u64)) {
+    // Read into the vector's spare room (rustix grows it by what each read filled): nothing
+    // is zeroed first.
+    let mut data = Vec::with_capacity(len);
+    while data.len() < len {
+        let at = offset.saturating_add(data.len() as u64);
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut data), at) {
             Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    data.truncate(got);
+    // A larger allocation than asked may have been filled past `len`.
+    data.truncate(len);
     let size = file.metadata()?.len();
-    let eof = got < len || offset.saturating_add(got as u64) >= size;
+    let eof = data.len() < len || offset.saturating_add(data.len() as u64) >= size;
     Ok((data, eof))
 }
 

@@ -20,8 +20,7 @@ use crate::protocol::codex::{
     ENVIRONMENT_INFO_METHOD, ENVIRONMENT_STATUS_METHOD, EnvironmentConfigReadParams,
     EnvironmentConfigReadResponse, EnvironmentInfo, EnvironmentStatus, FS_CANONICALIZE_METHOD,
     FS_CLOSE_METHOD, FS_OPEN_METHOD, FS_READ_BLOCK_METHOD, FS_WALK_METHOD, FS_WRITE_BLOCK_METHOD,
-    OpenMode, OpenParams, OpenResponse, ReadBlockParams, ReadBlockResponse, ShellInfo,
-    WriteBlockParams,
+    OpenMode, OpenParams, OpenResponse, ReadBlockParams, ShellInfo, WriteBlockParams,
 };
 use crate::protocol::uri::{PathForm, spell, uri_of_path};
 use crate::protocol::{ErrorObject, INVALID_REQUEST, PathParams, RootAccess};
@@ -207,10 +206,7 @@ pub(crate) async fn dispatch(
                     .await
                     .map_err(io)?;
                 outcome.bytes = data.len() as u64;
-                reply(ReadBlockResponse {
-                    chunk: STANDARD.encode(data),
-                    eof,
-                })
+                Ok(Payload::Block { data, eof })
             }
             .await
         }
