@@ -9,7 +9,7 @@ use serde::Serialize;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, FileMetadata};
 
 use crate::fail::Failure;
-use crate::names::escape;
+use crate::names::{escape, to_json};
 use crate::paths::RootInfo;
 
 /// Metadata calls `ls -l` keeps in flight at once.
@@ -143,10 +143,18 @@ pub async fn ls(
         listed.sort_by(|a, b| a.file_name.cmp(&b.file_name));
         let entries: Vec<Entry> = if long || json {
             let mut out = Vec::with_capacity(listed.len());
-            let mut stats = futures_util::stream::iter(listed.into_iter().map(|e| {
-                let child = path.join(&e.file_name).expect("a listed name holds no NUL");
-                entry(fs, child, Some(e.is_symlink))
-            }))
+            let mut children = Vec::with_capacity(listed.len());
+            for e in listed {
+                match path.join(&e.file_name) {
+                    Ok(child) => children.push((child, e.is_symlink)),
+                    Err(err) => failures.push(Failure::at("cannot access", &shown, &err)),
+                }
+            }
+            let mut stats = futures_util::stream::iter(
+                children
+                    .into_iter()
+                    .map(|(child, is_symlink)| entry(fs, child, Some(is_symlink))),
+            )
             .buffered(CONCURRENT_STATS);
             while let Some(result) = stats.next().await {
                 match result {
@@ -197,7 +205,7 @@ pub async fn ls(
             .iter()
             .chain(sections.iter().flat_map(|(_, entries)| entries))
             .collect();
-        write(serde_json::to_writer_pretty(&mut out, &all).map_err(io::Error::other))?;
+        write(to_json(&mut out, &all))?;
         write(writeln!(out))?;
     } else {
         let now = jiff::Timestamp::now();
@@ -361,8 +369,7 @@ pub async fn stat(
     }
     let mut out = io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &entries)
-            .map_err(io::Error::other)
+        to_json(&mut out, &entries)
             .and_then(|()| writeln!(out))
             .map_err(stdout_failure)?;
     } else {
@@ -433,8 +440,7 @@ pub fn roots(roots: &[RootInfo], json: bool) -> Result<(), Failure> {
                 access: access(r),
             })
             .collect();
-        serde_json::to_writer_pretty(&mut out, &all)
-            .map_err(io::Error::other)
+        to_json(&mut out, &all)
             .and_then(|()| writeln!(out))
             .map_err(stdout_failure)?;
         return Ok(());

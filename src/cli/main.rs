@@ -165,7 +165,10 @@ async fn open_target(target: &Target) -> Result<Backend, Failure> {
     let options = RemoteOptions {
         connect_timeout: target.connect_timeout,
         ..RemoteOptions::default()
-    };
+    }
+    .with_call_timeout(target.call_timeout)
+    .with_stream_idle_timeout(target.stream_idle_timeout)
+    .with_max_message_bytes(target.max_message_bytes);
     match endpoint {
         Endpoint::Command(command) => {
             let remote = RemoteFileSystem::connect_command(&command, options)

@@ -1,8 +1,17 @@
-//! Names as they are shown: quoted and escaped the way GNU `ls` shows them on a terminal
-//! (`'a b'`, `'a'$'\n''b'`, `$'\033'[31m`), so that a name never writes control characters or
-//! escape sequences to the terminal, and a shown name can be pasted back into a shell.
+//! Everything the client prints that it did not write itself (names, link texts, a server's
+//! error messages and HTTP bodies) goes through this file, which decides in one place
+//! ([`is_unsafe`]) which characters never reach the terminal raw: control characters (C0, DEL,
+//! C1 such as U+009B, the 8-bit CSI), the bidirectional controls (U+202E and the rest, which
+//! make a name read backwards) and the line and paragraph separators.
+//!
+//! - Names are quoted and escaped the way GNU `ls` shows them (`'a b'`, `'a'$'\n''b'`,
+//!   `$'\033'[31m`), so a shown name can be pasted back into a shell ([`escape`], [`quote`]).
+//! - Free text (an error's reason, which may name a path or carry a server's message) keeps
+//!   its words and gets each unsafe character as a backslash escape ([`sanitize`]).
+//! - JSON output escapes them as `\uXXXX`, which JSON readers decode back ([`to_json`]).
 
 use std::fmt::Write;
+use std::io;
 
 /// Characters that make a shell read a name differently: the name is quoted when it has one.
 const SHELL_SPECIAL: &[char] = &[
@@ -10,10 +19,127 @@ const SHELL_SPECIAL: &[char] = &[
     '{', '|', '}',
 ];
 
+/// True for a character that must not reach a terminal raw: a control character (C0, DEL,
+/// C1), a bidirectional control, or a line or paragraph separator.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// The escape an unsafe character is shown as: `\n`, `\t`, `\r`, `\NNN` (octal) for the
+/// other ASCII controls and DEL, `\uXXXX` beyond ASCII (as bash reads them in `$'...'`: `\233`
+/// would be the byte 0x9B, not U+009B).
+fn push_escape(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        c if c.is_ascii() => {
+            let _ = write!(out, "\\{:03o}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+    }
+}
+
+/// Free text as it may be printed: each unsafe character replaced by its escape, the rest as
+/// it is.
+pub fn sanitize(text: &str) -> String {
+    if !text.chars().any(is_unsafe) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            push_escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Writes `value` as pretty JSON with every unsafe character escaped as `\uXXXX` (JSON itself
+/// escapes only C0 controls), so the document is safe on a terminal and decodes to the same
+/// values.
+pub fn to_json(out: &mut impl io::Write, value: &impl serde::Serialize) -> io::Result<()> {
+    let formatter = TerminalSafe(serde_json::ser::PrettyFormatter::new());
+    let mut serializer = serde_json::Serializer::with_formatter(out, formatter);
+    value.serialize(&mut serializer).map_err(io::Error::other)
+}
+
+/// serde_json's pretty formatter, with the unsafe characters of strings escaped.
+struct TerminalSafe<'a>(serde_json::ser::PrettyFormatter<'a>);
+
+impl serde_json::ser::Formatter for TerminalSafe<'_> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (at, c) in fragment.char_indices() {
+            if is_unsafe(c) {
+                writer.write_all(&fragment.as_bytes()[start..at])?;
+                // Every unsafe character is in the Basic Multilingual Plane.
+                write!(writer, "\\u{:04x}", c as u32)?;
+                start = at + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
 /// A name as shown in listings: as it is when it is plain, else quoted and escaped.
 pub fn escape(name: &[u8]) -> String {
     let text = match std::str::from_utf8(name) {
-        Ok(text) if !text.chars().any(char::is_control) => text,
+        Ok(text) if !text.chars().any(is_unsafe) => text,
         _ => return escape_with_controls(name),
     };
     let needs_quotes = text.is_empty()
@@ -29,7 +155,7 @@ pub fn escape(name: &[u8]) -> String {
 /// A path as quoted in messages (`cannot stat '/ws/x'`): always in quotes, escaped as in
 /// listings when it holds control characters.
 pub fn quote(path: &str) -> String {
-    if path.chars().any(char::is_control) {
+    if path.chars().any(is_unsafe) {
         return escape_with_controls(path.as_bytes());
     }
     single_quoted(path)
@@ -68,19 +194,9 @@ fn escape_with_controls(name: &[u8]) -> String {
     };
     for chunk in name.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() {
+            if is_unsafe(c) {
                 flush_plain(&mut out, &mut plain);
-                match c {
-                    '\n' => special.push_str("\\n"),
-                    '\t' => special.push_str("\\t"),
-                    '\r' => special.push_str("\\r"),
-                    c if (c as u32) < 0x100 => {
-                        let _ = write!(special, "\\{:03o}", c as u32);
-                    }
-                    c => {
-                        let _ = write!(special, "\\u{:04x}", c as u32);
-                    }
-                }
+                push_escape(&mut special, c);
             } else {
                 flush_special(&mut out, &mut special);
                 plain.push(c);
@@ -122,5 +238,33 @@ mod tests {
         for shown in [escape(b"\x1b]0;title\x07"), quote("/ws/\x1b")] {
             assert!(!shown.chars().any(char::is_control), "{shown:?}");
         }
+    }
+
+    #[test]
+    fn c1_del_and_bidi_controls_are_escaped_everywhere() {
+        assert_eq!(escape("a\u{9b}b".as_bytes()), "'a'$'\\u009b''b'");
+        assert_eq!(escape(b"del\x7f"), "'del'$'\\177'");
+        assert_eq!(escape("x\u{202e}txt".as_bytes()), "'x'$'\\u202e''txt'");
+        assert_eq!(quote("/ws/\u{2066}"), "'/ws/'$'\\u2066'");
+        assert_eq!(
+            sanitize("/ws/\u{1b}]0;t\u{7}: \u{202e}denied"),
+            "/ws/\\033]0;t\\007: \\u202edenied"
+        );
+        assert_eq!(sanitize("plain ünï"), "plain ünï");
+    }
+
+    #[test]
+    fn json_escapes_what_json_leaves_raw_and_decodes_back() {
+        let names = ["a\u{9b}b", "del\x7f", "rtl\u{202e}", "nl\n", "ünï"];
+        let mut out = Vec::new();
+        to_json(&mut out, &names).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.chars().any(|c| is_unsafe(c) && c != '\n'), "{text:?}");
+        assert!(
+            text.contains("a\\u009bb") && text.contains("rtl\\u202e"),
+            "{text}"
+        );
+        let back: Vec<String> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, names);
     }
 }

@@ -101,9 +101,14 @@ impl Resolver {
             })?;
             let mut next = Vec::new();
             for dir in &found {
-                // A directory that cannot be listed matches nothing, as in a shell.
-                let Ok(entries) = fs.read_directory(dir).await else {
-                    continue;
+                // A directory that cannot be listed matches nothing, as in a shell; a listing
+                // the server got wrong is an error.
+                let entries = match fs.read_directory(dir).await {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                        return Err(Failure::at("cannot open directory", &dir.to_string(), &e));
+                    }
+                    Err(_) => continue,
                 };
                 let mut names: Vec<String> = entries
                     .into_iter()
@@ -112,7 +117,11 @@ impl Resolver {
                     .collect();
                 names.sort();
                 for name in names {
-                    next.push(dir.join(&name).expect("a listed name holds no NUL"));
+                    next.push(
+                        dir.join(&name).map_err(|e| {
+                            Failure::at("cannot open directory", &dir.to_string(), &e)
+                        })?,
+                    );
                 }
             }
             found = next;

@@ -22,7 +22,13 @@ use capfs::{
 
 use crate::args::TransferArgs;
 use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
-use crate::names::quote;
+use crate::names::{quote, sanitize};
+
+/// Deepest tree `get -r` copies: deeper than anything a person copies, and far below the
+/// length at which local paths stop working.
+const MAX_TREE_DEPTH: usize = 1_024;
+/// Most entries of a tree `get -r` plans (the plan holds each one's name and metadata).
+const MAX_TREE_ENTRIES: usize = 1_000_000;
 
 /// Symlinks followed at a local destination before giving up, as the kernel does.
 const MAX_LINK_HOPS: usize = 40;
@@ -108,6 +114,7 @@ impl Progress {
     /// Reports a skipped entry on stderr without tearing the display.
     fn warn(&mut self, message: &str) {
         self.skipped += 1;
+        let message = sanitize(message);
         self.bar.suspend(|| eprintln!("capfs: warning: {message}"));
     }
 
@@ -192,6 +199,73 @@ impl<R: std::io::Read + Unpin> AsyncRead for Direct<R> {
         let n = self.inner.read(buf.initialize_unfilled())?;
         buf.advance(n);
         std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// A writer that takes at most `left` bytes: a file that brings more than its metadata
+/// announced (a lying server, or a file that grew meanwhile) fails instead of filling the disk.
+struct Announced<W> {
+    inner: W,
+    announced: u64,
+    left: u64,
+    exceeded: bool,
+}
+
+impl<W> Announced<W> {
+    fn new(inner: W, announced: u64) -> Self {
+        Self {
+            inner,
+            announced,
+            left: announced,
+            exceeded: false,
+        }
+    }
+
+    fn failure(&self, source: &AbsolutePathBuf) -> Failure {
+        Failure::plain(
+            format!(
+                "cannot read {}: more than the {} bytes announced by its metadata arrived",
+                quote(&source.to_string()),
+                self.announced
+            ),
+            EXIT_FAILURE,
+        )
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Announced<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if buf.len() as u64 > self.left {
+            self.exceeded = true;
+            return std::task::Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "more data than announced",
+            )));
+        }
+        let this = &mut *self;
+        let result = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = &result {
+            this.left -= *n as u64;
+        }
+        result
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -389,23 +463,39 @@ async fn get_file(
     let base = progress.bytes;
     let bar = progress.bar.clone();
     let mut on_progress = |n: u64| bar.set_position(base + n);
-    let (result, local_failed) = match &mut sink {
+    let size = metadata.size;
+    let (result, local_failed, exceeded) = match &mut sink {
         Sink::Stdout => {
-            let mut out = Direct::new(io::stdout());
+            let mut out = Announced::new(Direct::new(io::stdout()), size);
             let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
-            (result, out.failed)
+            (
+                result,
+                out.inner.failed,
+                out.exceeded.then(|| out.failure(source)),
+            )
         }
         Sink::InPlace(file) => {
-            let mut out = Direct::new(file);
+            let mut out = Announced::new(Direct::new(file), size);
             let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
-            (result, out.failed)
+            (
+                result,
+                out.inner.failed,
+                out.exceeded.then(|| out.failure(source)),
+            )
         }
         Sink::Replace { temp, .. } => {
-            let mut out = Direct::new(temp.as_file_mut());
+            let mut out = Announced::new(Direct::new(temp.as_file_mut()), size);
             let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
-            (result, out.failed)
+            (
+                result,
+                out.inner.failed,
+                out.exceeded.then(|| out.failure(source)),
+            )
         }
     };
+    if let Some(failure) = exceeded {
+        return Err(failure);
+    }
     let copied = match result {
         Ok(copied) => copied,
         Err(e) if local_failed => return Err(local_write_failure(&e, &shown)),
@@ -520,11 +610,32 @@ async fn remote_tree(
     let mut pending = vec![PathBuf::new()];
     while let Some(rel) = pending.pop() {
         let dir = top.join(&rel).expect("relative names hold no NUL");
+        // A server can list a tree without end: the plan is bounded before it is used.
+        if rel.components().count() >= MAX_TREE_DEPTH {
+            return Err(Failure::plain(
+                format!(
+                    "{}: the tree is more than {MAX_TREE_DEPTH} levels deep; get -r copies no \
+                     deeper",
+                    quote(&top.to_string())
+                ),
+                EXIT_FAILURE,
+            ));
+        }
         let mut entries = fs
             .read_directory(&dir)
             .await
             .map_err(|e| Failure::at("cannot open directory", &dir.to_string(), &e))?;
         entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        if nodes.len() + entries.len() > MAX_TREE_ENTRIES {
+            return Err(Failure::plain(
+                format!(
+                    "{}: the tree holds more than {MAX_TREE_ENTRIES} entries; get -r copies \
+                     at most that many",
+                    quote(&top.to_string())
+                ),
+                EXIT_FAILURE,
+            ));
+        }
         for entry in entries {
             // Names become local paths: one that is not a single plain component (a broken
             // or hostile server's `..` or `a/b`) would land outside the destination.

@@ -37,6 +37,7 @@ mod copies;
 mod faults;
 mod fuzz_regressions;
 mod hostile;
+mod hostile_server;
 mod listening;
 mod load;
 mod operating;
