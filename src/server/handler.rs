@@ -10,7 +10,6 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::audit;
 use super::outgoing::Outgoing;
 use crate::error;
 use crate::protocol::{
@@ -23,8 +22,8 @@ use crate::protocol::{
     RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
 };
 use crate::{
-    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions,
-    RenameOptions, WriteOptions,
+    CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
+    WriteOptions,
 };
 
 /// Every fs method the server answers (with capfs's walk, which runs like them).
@@ -91,35 +90,11 @@ pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
     base64_len(len).saturating_add(REPLY_ENVELOPE_BYTES as u64) <= max_message_bytes as u64
 }
 
-/// What a request did, for logs: the paths it named (only when something will log them) and
-/// the bytes it moved.
+/// What a request did, for logs: the bytes it moved. (Its paths are logged as sent, from its
+/// raw params: `audit::raw_paths`.)
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
-    pub(crate) keep_paths: bool,
-    pub(crate) paths: Vec<String>,
     pub(crate) bytes: u64,
-}
-
-impl Outcome {
-    /// An outcome that keeps the request's paths when `keep_paths`.
-    pub(crate) fn new(keep_paths: bool) -> Self {
-        Self {
-            keep_paths,
-            ..Self::default()
-        }
-    }
-
-    fn name(&mut self, paths: &[&AbsolutePathBuf]) {
-        if self.keep_paths {
-            self.paths = paths.iter().map(ToString::to_string).collect();
-        }
-    }
-
-    fn add(&mut self, path: &AbsolutePathBuf) {
-        if self.keep_paths {
-            self.paths.push(path.to_string());
-        }
-    }
 }
 
 /// Runs the fs method `method` with `params` on `fs`; a `fs/readFile` reply may be at most
@@ -132,15 +107,9 @@ pub(crate) async fn dispatch(
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
-    // What was sent, for the audit line of a request whose params do not parse; replaced by
-    // the parsed paths once they do.
-    if outcome.keep_paths {
-        outcome.paths = audit::raw_paths(params.as_ref());
-    }
     match method {
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let too_large = || {
                 io(error::reply_too_large(
                     &p.path,
@@ -165,7 +134,6 @@ pub(crate) async fn dispatch(
         }
         FS_WRITE_FILE_METHOD => {
             let p: WriteFileParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let data = STANDARD.decode(p.data_base64.as_bytes()).map_err(|e| {
                 invalid_input(
                     INVALID_REQUEST,
@@ -190,7 +158,6 @@ pub(crate) async fn dispatch(
         }
         FS_CREATE_DIRECTORY_METHOD => {
             let p: CreateDirectoryParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let options = CreateDirectoryOptions {
                 recursive: p.recursive.unwrap_or(true),
             };
@@ -199,13 +166,11 @@ pub(crate) async fn dispatch(
         }
         FS_GET_METADATA_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let metadata = fs.get_metadata(&p.path).await.map_err(io)?;
             reply(GetMetadataResponse::from(metadata))
         }
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let entries = fs.read_directory(&p.path).await.map_err(io)?;
             // A lossy name shown to the client would lead it to another entry (or none) when
             // sent back: such entries are left out and counted instead.
@@ -218,7 +183,6 @@ pub(crate) async fn dispatch(
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let options = RemoveOptions {
                 recursive: p.recursive.unwrap_or(true),
                 force: p.force.unwrap_or(true),
@@ -228,7 +192,6 @@ pub(crate) async fn dispatch(
         }
         FS_COPY_METHOD => {
             let p: CopyParams = parse(params)?;
-            outcome.name(&[&p.source_path, &p.destination_path]);
             let options = CopyOptions {
                 recursive: p.recursive.unwrap_or(false),
             };
@@ -239,7 +202,6 @@ pub(crate) async fn dispatch(
         }
         FS_RENAME_METHOD => {
             let p: RenameParams = parse(params)?;
-            outcome.name(&[&p.source_path, &p.destination_path]);
             let options = RenameOptions {
                 overwrite: p.overwrite.unwrap_or(false),
             };
@@ -250,7 +212,6 @@ pub(crate) async fn dispatch(
         }
         CAPFS_READ_LINK_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.add(&p.path);
             let target = fs.read_link(&p.path).await.map_err(io)?;
             let target = target.into_os_string().into_string().map_err(|_| {
                 invalid_input(
@@ -262,7 +223,6 @@ pub(crate) async fn dispatch(
         }
         CAPFS_CREATE_SYMLINK_METHOD => {
             let p: CreateSymlinkParams = parse(params)?;
-            outcome.add(&p.path);
             if p.target.is_empty() || p.target.contains('\0') {
                 return Err(invalid_input(
                     INVALID_PARAMS,
@@ -276,7 +236,6 @@ pub(crate) async fn dispatch(
         }
         CAPFS_WALK_METHOD => {
             let p: WalkParams = parse(params)?;
-            outcome.add(&p.path);
             let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
             outcome.bytes = walk.entries.len() as u64;
             reply(WalkResponse::from(walk))

@@ -31,6 +31,7 @@
 mod common;
 mod serve;
 
+mod audit_lines;
 mod cap_std_gaps;
 mod cli;
 mod copies;
