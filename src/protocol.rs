@@ -504,6 +504,7 @@ impl From<DirectoryEntry> for ReadDirectoryEntry {
             is_file: e.is_file,
             is_symlink: e.is_symlink,
             lossy_name: false,
+            raw_name: None,
         }
     }
 }

@@ -198,9 +198,10 @@ pub enum Command {
         /// Succeed when a path does not exist.
         #[arg(short, long)]
         force: bool,
-        /// Sandbox paths.
+        /// Sandbox paths (a name that is not UTF-8, as `ls` shows it escaped and a shell
+        /// pastes it back, is taken literally).
         #[arg(required = true)]
-        paths: Vec<String>,
+        paths: Vec<std::ffi::OsString>,
     },
     /// Create directories.
     Mkdir {

@@ -2,6 +2,7 @@
 //! document, stable field names, raw values).
 
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -19,10 +20,16 @@ const CONCURRENT_STATS: usize = 16;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
-    /// The sandbox path.
+    /// The sandbox path (escaped as a name is, when it is not UTF-8).
     pub path: String,
-    /// The last component (the path itself for `/`).
+    /// The last component (the path itself for `/`), escaped the same way.
     pub name: String,
+    /// The exact bytes of `name`, which the text output escapes.
+    #[serde(skip)]
+    pub raw_name: Vec<u8>,
+    /// The exact bytes of `path`.
+    #[serde(skip)]
+    pub raw_path: Vec<u8>,
     /// `file`, `directory`, `symlink` or `other`: the entry itself, links not followed.
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -53,11 +60,42 @@ fn kind_of(m: &FileMetadata) -> &'static str {
     }
 }
 
-fn name_of(path: &AbsolutePathBuf) -> String {
-    path.file_name().map_or_else(
-        || path.to_string(),
-        |name| name.to_string_lossy().into_owned(),
-    )
+/// The last component's bytes (the whole path for `/`).
+fn name_of(path: &AbsolutePathBuf) -> Vec<u8> {
+    path.file_name()
+        .unwrap_or(path.as_path().as_os_str())
+        .as_bytes()
+        .to_vec()
+}
+
+/// A name as `--json` carries it: itself when it is UTF-8, else escaped as the text output
+/// shows it (JSON text cannot hold the bytes, and a lossy rendering would name another entry).
+fn json_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_string(),
+        Err(_) => escape(bytes),
+    }
+}
+
+impl Entry {
+    /// An entry of `path` with everything else empty.
+    fn at(path: &AbsolutePathBuf, kind: &'static str) -> Self {
+        let raw_name = name_of(path);
+        let raw_path = path.as_path().as_os_str().as_bytes().to_vec();
+        Self {
+            path: json_text(&raw_path),
+            name: json_text(&raw_name),
+            raw_name,
+            raw_path,
+            kind,
+            mode: 0,
+            size: 0,
+            modified_at_ms: 0,
+            created_at_ms: 0,
+            target: None,
+            target_type: None,
+        }
+    }
 }
 
 /// Builds the entry of `path`. `is_symlink` says what the listing already knows; a link's
@@ -76,15 +114,11 @@ async fn entry(
     if !is_symlink {
         let m = metadata?;
         return Ok(Entry {
-            name: name_of(&path),
-            path: path.to_string(),
-            kind: kind_of(&m),
             mode: m.mode,
             size: m.size,
             modified_at_ms: m.modified_at_ms,
             created_at_ms: m.created_at_ms,
-            target: None,
-            target_type: None,
+            ..Entry::at(&path, kind_of(&m))
         });
     }
     let target = fs
@@ -97,15 +131,13 @@ async fn entry(
         Err(_) => ("missing", FileMetadata::default()),
     };
     Ok(Entry {
-        name: name_of(&path),
-        path: path.to_string(),
-        kind: "symlink",
         mode: m.mode,
         size: m.size,
         modified_at_ms: m.modified_at_ms,
         created_at_ms: m.created_at_ms,
         target,
         target_type: Some(target_type),
+        ..Entry::at(&path, "symlink")
     })
 }
 
@@ -140,12 +172,12 @@ pub async fn ls(
                 continue;
             }
         };
-        listed.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        listed.sort_by(|a, b| a.name().cmp(b.name()));
         let entries: Vec<Entry> = if long || json {
             let mut out = Vec::with_capacity(listed.len());
             let mut children = Vec::with_capacity(listed.len());
             for e in listed {
-                match path.join(&e.file_name) {
+                match path.join(e.name()) {
                     Ok(child) => children.push((child, e.is_symlink)),
                     Err(err) => failures.push(Failure::at("cannot access", &shown, &err)),
                 }
@@ -166,28 +198,23 @@ pub async fn ls(
             }
             out
         } else {
-            listed
-                .into_iter()
-                .map(|e| Entry {
-                    path: String::new(),
-                    name: e.file_name,
-                    kind: if e.is_symlink {
-                        "symlink"
-                    } else if e.is_directory {
-                        "directory"
-                    } else if e.is_file {
-                        "file"
-                    } else {
-                        "other"
-                    },
-                    mode: 0,
-                    size: 0,
-                    modified_at_ms: 0,
-                    created_at_ms: 0,
-                    target: None,
-                    target_type: None,
-                })
-                .collect()
+            let mut out = Vec::with_capacity(listed.len());
+            for e in listed {
+                let kind = if e.is_symlink {
+                    "symlink"
+                } else if e.is_directory {
+                    "directory"
+                } else if e.is_file {
+                    "file"
+                } else {
+                    "other"
+                };
+                match path.join(e.name()) {
+                    Ok(child) => out.push(Entry::at(&child, kind)),
+                    Err(err) => failures.push(Failure::at("cannot access", &shown, &err)),
+                }
+            }
+            out
         };
         sections.push((Some(path.clone()), entries));
     }
@@ -214,6 +241,7 @@ pub async fn ls(
             .into_iter()
             .map(|e| Entry {
                 name: e.path.clone(),
+                raw_name: e.raw_path.clone(),
                 ..e
             })
             .collect();
@@ -225,7 +253,8 @@ pub async fn ls(
                     write(writeln!(out))?;
                 }
                 if let Some(path) = path {
-                    write(writeln!(out, "{}:", escape(path.to_string().as_bytes())))?;
+                    let raw = path.as_path().as_os_str().as_bytes();
+                    write(writeln!(out, "{}:", escape(raw)))?;
                 }
             }
             print_entries(&mut out, entries, long, now).map_err(stdout_failure)?;
@@ -261,7 +290,7 @@ fn print_entries(
                 "directory" => "/",
                 _ => "",
             };
-            writeln!(out, "{}{suffix}", escape(e.name.as_bytes()))?;
+            writeln!(out, "{}{suffix}", escape(&e.raw_name))?;
         }
         return Ok(());
     }
@@ -286,7 +315,7 @@ fn print_entries(
             "{kind}{} {size:>width$} {} {}",
             mode_string(mode),
             ls_time(e.modified_at_ms, now),
-            escape(e.name.as_bytes())
+            escape(&e.raw_name)
         )?;
         if let Some(target) = &e.target {
             write!(out, " -> {}", escape(target.as_bytes()))?;
@@ -387,7 +416,7 @@ fn print_stat(out: &mut impl Write, e: &Entry) -> io::Result<()> {
         ("symlink", Some(target)) => format!("symbolic link to a {target}"),
         (kind, _) => kind.to_string(),
     };
-    writeln!(out, "    Path: {}", escape(e.path.as_bytes()))?;
+    writeln!(out, "    Path: {}", escape(&e.raw_path))?;
     writeln!(out, "    Type: {kind}")?;
     if let Some(target) = &e.target {
         writeln!(out, "  Target: {}", escape(target.as_bytes()))?;

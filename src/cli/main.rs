@@ -319,7 +319,12 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
         } => {
             let mut failures = Vec::new();
             for arg in &paths {
-                let expanded = match resolver.expand(fs, arg).await {
+                let expanded = match arg.to_str() {
+                    Some(text) => resolver.expand(fs, text).await,
+                    // Bytes that are not UTF-8 name one entry exactly: no glob, no lossy text.
+                    None => resolver.path_os(arg).map(|path| vec![path]),
+                };
+                let expanded = match expanded {
                     Ok(expanded) => expanded,
                     Err(_) if force => continue,
                     Err(failure) => {

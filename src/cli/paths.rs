@@ -63,6 +63,25 @@ impl Resolver {
         }
     }
 
+    /// One sandbox path whose text is not UTF-8, taken literally: its exact bytes.
+    pub fn path_os(&self, arg: &std::ffi::OsStr) -> Result<AbsolutePathBuf, Failure> {
+        let shown = crate::names::escape(std::os::unix::ffi::OsStrExt::as_bytes(arg));
+        let invalid =
+            |e: std::io::Error| Failure::usage(format!("{shown}: {}", crate::fail::reason(&e, "")));
+        let path = std::path::Path::new(arg);
+        if path.is_absolute() {
+            return AbsolutePathBuf::new(path).map_err(invalid);
+        }
+        match &self.start {
+            Some(start) => start.join(path).map_err(invalid),
+            None => Err(Failure::usage(format!(
+                "{shown}: a relative path needs a starting directory: give --cd DIR or an \
+                 absolute path{}",
+                self.roots_hint()
+            ))),
+        }
+    }
+
     fn roots_hint(&self) -> String {
         if self.roots.is_empty() {
             return String::new();
@@ -110,10 +129,11 @@ impl Resolver {
                     }
                     Err(_) => continue,
                 };
-                let mut names: Vec<String> = entries
-                    .into_iter()
-                    .map(|e| e.file_name)
-                    .filter(|name| pattern.matches_with(name, options))
+                // Matched on the text, joined by the exact name.
+                let mut names: Vec<std::ffi::OsString> = entries
+                    .iter()
+                    .filter(|e| pattern.matches_with(&e.file_name, options))
+                    .map(|e| e.name().to_os_string())
                     .collect();
                 names.sort();
                 for name in names {

@@ -8,6 +8,7 @@
 
 use std::fs::{self, File, Permissions};
 use std::io::{self, IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -22,7 +23,7 @@ use capfs::{
 
 use crate::args::TransferArgs;
 use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
-use crate::names::{quote, sanitize};
+use crate::names::{escape, quote, sanitize};
 
 /// Deepest tree `get -r` copies: deeper than anything a person copies, and far below the
 /// length at which local paths stop working.
@@ -625,7 +626,7 @@ async fn remote_tree(
             .read_directory(&dir)
             .await
             .map_err(|e| Failure::at("cannot open directory", &dir.to_string(), &e))?;
-        entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        entries.sort_by(|a, b| a.name().cmp(b.name()));
         if nodes.len() + entries.len() > MAX_TREE_ENTRIES {
             return Err(Failure::plain(
                 format!(
@@ -639,17 +640,20 @@ async fn remote_tree(
         for entry in entries {
             // Names become local paths: one that is not a single plain component (a broken
             // or hostile server's `..` or `a/b`) would land outside the destination.
-            if !is_plain_name(&entry.file_name) {
+            // The exact name (a local listing's name that is not UTF-8 included), so that the
+            // copy reaches this entry and no other.
+            let name = entry.name();
+            if !is_plain_name(name) {
                 return Err(Failure::plain(
                     format!(
                         "{}: the server listed an invalid name {}",
                         quote(&dir.to_string()),
-                        quote(&entry.file_name)
+                        escape(name.as_bytes())
                     ),
                     EXIT_FAILURE,
                 ));
             }
-            let child_rel = rel.join(&entry.file_name);
+            let child_rel = rel.join(name);
             let child = top.join(&child_rel).expect("listed names hold no NUL");
             if entry.is_symlink {
                 let target = fs
@@ -739,11 +743,11 @@ fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failu
 }
 
 /// A name that is exactly one normal path component.
-fn is_plain_name(name: &str) -> bool {
+fn is_plain_name(name: &std::ffi::OsStr) -> bool {
     let mut components = Path::new(name).components();
     matches!(components.next(), Some(std::path::Component::Normal(_)))
         && components.next().is_none()
-        && !name.contains('/')
+        && !name.as_bytes().contains(&b'/')
 }
 
 fn totals(nodes: &[Node]) -> (u64, u64) {

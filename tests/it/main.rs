@@ -34,6 +34,7 @@ mod serve;
 mod audit_lines;
 mod cap_std_gaps;
 mod cli;
+mod client_names;
 mod copies;
 mod faults;
 mod fuzz_regressions;
