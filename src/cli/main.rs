@@ -16,6 +16,7 @@ use capfs::{
 };
 
 mod args;
+mod destinations;
 mod fail;
 mod listing;
 mod mcp;
@@ -24,9 +25,9 @@ mod paths;
 mod transfer;
 
 use args::{Cli, Command, Endpoint, ServeArgs, Shell, Target};
+use destinations::{base_name, local_destinations, remote_destinations};
 use fail::{EXIT_INTERRUPTED, Failure};
-use names::quote;
-use paths::{Resolver, RootInfo};
+use paths::Resolver;
 use transfer::Backend;
 
 fn main() -> ExitCode {
@@ -194,31 +195,9 @@ async fn open_target(target: &Target) -> Result<Backend, Failure> {
     }
 }
 
-fn roots_of(backend: &Backend) -> Vec<RootInfo> {
-    match backend {
-        Backend::Local(fs) => fs
-            .sandbox()
-            .roots()
-            .iter()
-            .map(|r| RootInfo {
-                path: r.path().clone(),
-                read_only: r.access() == Access::ReadOnly,
-            })
-            .collect(),
-        Backend::Remote(fs) => fs
-            .roots()
-            .iter()
-            .map(|r| RootInfo {
-                path: r.path.clone(),
-                read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
-            })
-            .collect(),
-    }
-}
-
 async fn client(target: Target, command: Command, globbing: bool) -> Result<(), Failure> {
     let backend = open_target(&target).await?;
-    let resolver = Resolver::new(target.cd.as_deref(), roots_of(&backend), globbing)?;
+    let resolver = Resolver::new(target.cd.as_deref(), paths::roots_of(&backend), globbing)?;
     let fs: &dyn ExecutorFileSystem = &*backend;
     let expand_all = async |args: &[String]| -> Result<Vec<AbsolutePathBuf>, Failure> {
         let mut out = Vec::new();
@@ -356,93 +335,6 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             listing::first_failure(failures)
         }
     }
-}
-
-/// The last component a copy into a directory keeps; none for `-` (stdin), which cannot go
-/// into a directory without a name.
-fn base_name(path: &Path) -> OsString {
-    if path.as_os_str() == "-" {
-        return OsString::new();
-    }
-    path.file_name().map(OsString::from).unwrap_or_default()
-}
-
-/// Where each source lands, as cp decides: into `destination` when it is a directory (it must
-/// be with several sources or a trailing `/`), else at `destination` itself.
-fn plan_destinations<P>(
-    names: &[OsString],
-    shown: &str,
-    is_directory: bool,
-    join: impl Fn(&OsString) -> Result<P, Failure>,
-    itself: P,
-) -> Result<Vec<P>, Failure> {
-    let not_a_directory = || Failure::usage(format!("target {} is not a directory", quote(shown)));
-    if is_directory {
-        return names
-            .iter()
-            .map(|name| {
-                if name.is_empty() {
-                    Err(Failure::usage(format!(
-                        "{} is a directory: name the file to write",
-                        quote(shown)
-                    )))
-                } else {
-                    join(name)
-                }
-            })
-            .collect();
-    }
-    if names.len() > 1 || shown.ends_with('/') {
-        return Err(not_a_directory());
-    }
-    Ok(vec![itself])
-}
-
-fn local_destinations(names: &[OsString], destination: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let shown = destination.to_string_lossy();
-    if destination.as_os_str() == "-" {
-        if names.len() > 1 {
-            return Err(Failure::usage("`-` (stdout) takes only one source"));
-        }
-        return Ok(vec![destination.to_path_buf()]);
-    }
-    let is_directory = std::fs::metadata(destination).is_ok_and(|m| m.is_dir());
-    plan_destinations(
-        names,
-        &shown,
-        is_directory,
-        |name| Ok(destination.join(name)),
-        destination.to_path_buf(),
-    )
-}
-
-async fn remote_destinations(
-    fs: &dyn ExecutorFileSystem,
-    resolver: &Resolver,
-    names: &[OsString],
-    destination: &str,
-) -> Result<Vec<AbsolutePathBuf>, Failure> {
-    let mut matches = resolver.expand(fs, destination).await?;
-    if matches.len() != 1 {
-        return Err(Failure::usage(format!(
-            "target {} matches {} paths",
-            quote(destination),
-            matches.len()
-        )));
-    }
-    let target = matches.remove(0);
-    let is_directory = fs.get_metadata(&target).await.is_ok_and(|m| m.is_directory);
-    plan_destinations(
-        names,
-        destination,
-        is_directory,
-        |name| {
-            target
-                .join(name)
-                .map_err(|e| Failure::usage(fail::reason(&e, "")))
-        },
-        target.clone(),
-    )
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {

@@ -5,12 +5,36 @@ use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 
 use crate::fail::{EXIT_NOT_FOUND, Failure};
 use crate::names::quote;
+use crate::transfer::Backend;
 
 /// A sandbox root as the client knows it.
 #[derive(Clone, Debug)]
 pub struct RootInfo {
     pub path: AbsolutePathBuf,
     pub read_only: bool,
+}
+
+/// The roots of `backend`: a local sandbox's, or those the server announced.
+pub fn roots_of(backend: &Backend) -> Vec<RootInfo> {
+    match backend {
+        Backend::Local(fs) => fs
+            .sandbox()
+            .roots()
+            .iter()
+            .map(|r| RootInfo {
+                path: r.path().clone(),
+                read_only: r.access() == capfs::Access::ReadOnly,
+            })
+            .collect(),
+        Backend::Remote(fs) => fs
+            .roots()
+            .iter()
+            .map(|r| RootInfo {
+                path: r.path.clone(),
+                read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
+            })
+            .collect(),
+    }
 }
 
 /// Turns arguments into sandbox paths.
