@@ -437,6 +437,27 @@ async fn a_server_that_stops_answering_is_given_up_on() {
         );
         server.abort();
     }
+    // A streamed write the server takes in and never answers.
+    let (url, server) = fake_server(|method, _| match method {
+        "initialize" => Answer::Result(capfs_initialize()),
+        "capfs/writeFileStream" => Answer::Silence,
+        _ => Answer::Error("no such file".to_string()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    std::fs::write(&source, vec![5u8; 200_000]).unwrap();
+    let mut all = vec!["--remote", url.as_str(), "--call-timeout", "1h"];
+    all.extend_from_slice(&["--stream-idle-timeout", SHORT, "put", "-q"]);
+    all.extend_from_slice(&[source.to_str().unwrap(), "/ws/dest"]);
+    let out = run(&all).await;
+    assert_eq!(out.status.code(), Some(5), "put: {}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stream idle timeout"),
+        "put: {}",
+        describe(&out)
+    );
+    server.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
