@@ -1,8 +1,9 @@
 //! Everything the client prints that it did not write itself (names, link texts, a server's
 //! error messages and HTTP bodies) goes through this file, which decides in one place
-//! ([`is_unsafe`]) which characters never reach the terminal raw: control characters (C0, DEL,
-//! C1 such as U+009B, the 8-bit CSI), the bidirectional controls (U+202E and the rest, which
-//! make a name read backwards) and the line and paragraph separators.
+//! (`capfs::terminal::is_unsafe`, shared with the audit log) which characters never reach the
+//! terminal raw: control characters (C0, DEL, C1 such as U+009B, the 8-bit CSI), the
+//! bidirectional controls (U+202E and the rest, which make a name read backwards) and the line
+//! and paragraph separators.
 //!
 //! - Names are quoted and escaped the way GNU `ls` shows them (`'a b'`, `'a'$'\n''b'`,
 //!   `$'\033'[31m`), so a shown name can be pasted back into a shell ([`escape`], [`quote`]).
@@ -13,27 +14,14 @@
 use std::fmt::Write;
 use std::io;
 
+use capfs::terminal::TerminalSafe;
+use capfs::terminal::is_unsafe;
+
 /// Characters that make a shell read a name differently: the name is quoted when it has one.
 const SHELL_SPECIAL: &[char] = &[
     ' ', '!', '"', '$', '&', '\'', '(', ')', '*', ';', '<', '>', '?', '[', '\\', ']', '^', '`',
     '{', '|', '}',
 ];
-
-/// True for a character that must not reach a terminal raw: a control character (C0, DEL,
-/// C1), a bidirectional control, or a line or paragraph separator.
-pub fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{2028}'
-                | '\u{2029}'
-        )
-}
 
 /// The escape an unsafe character is shown as: `\n`, `\t`, `\r`, `\NNN` (octal) for the
 /// other ASCII controls and DEL, `\uXXXX` beyond ASCII (as bash reads them in `$'...'`: `\233`
@@ -73,67 +61,8 @@ pub fn sanitize(text: &str) -> String {
 /// escapes only C0 controls), so the document is safe on a terminal and decodes to the same
 /// values.
 pub fn to_json(out: &mut impl io::Write, value: &impl serde::Serialize) -> io::Result<()> {
-    let formatter = TerminalSafe(serde_json::ser::PrettyFormatter::new());
-    let mut serializer = serde_json::Serializer::with_formatter(out, formatter);
+    let mut serializer = serde_json::Serializer::with_formatter(out, TerminalSafe::pretty());
     value.serialize(&mut serializer).map_err(io::Error::other)
-}
-
-/// serde_json's pretty formatter, with the unsafe characters of strings escaped.
-struct TerminalSafe<'a>(serde_json::ser::PrettyFormatter<'a>);
-
-impl serde_json::ser::Formatter for TerminalSafe<'_> {
-    fn write_string_fragment<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        let mut start = 0;
-        for (at, c) in fragment.char_indices() {
-            if is_unsafe(c) {
-                writer.write_all(&fragment.as_bytes()[start..at])?;
-                // Every unsafe character is in the Basic Multilingual Plane.
-                write!(writer, "\\u{:04x}", c as u32)?;
-                start = at + c.len_utf8();
-            }
-        }
-        writer.write_all(&fragment.as_bytes()[start..])
-    }
-
-    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_array(w)
-    }
-    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_array(w)
-    }
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_array_value(w, first)
-    }
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_array_value(w)
-    }
-    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_object(w)
-    }
-    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object(w)
-    }
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_object_key(w, first)
-    }
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_object_value(w)
-    }
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object_value(w)
-    }
 }
 
 /// A name as shown in listings: as it is when it is plain, else quoted and escaped.
@@ -251,20 +180,5 @@ mod tests {
             "/ws/\\033]0;t\\007: \\u202edenied"
         );
         assert_eq!(sanitize("plain ünï"), "plain ünï");
-    }
-
-    #[test]
-    fn json_escapes_what_json_leaves_raw_and_decodes_back() {
-        let names = ["a\u{9b}b", "del\x7f", "rtl\u{202e}", "nl\n", "ünï"];
-        let mut out = Vec::new();
-        to_json(&mut out, &names).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(!text.chars().any(|c| is_unsafe(c) && c != '\n'), "{text:?}");
-        assert!(
-            text.contains("a\\u009bb") && text.contains("rtl\\u202e"),
-            "{text}"
-        );
-        let back: Vec<String> = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, names);
     }
 }

@@ -23,9 +23,12 @@ mod bounds;
 
 pub(crate) use bounds::raw_paths;
 
+use serde::Serialize;
+
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, error_kind_name,
 };
+use crate::terminal::TerminalSafe;
 
 /// The outcome of a request that succeeded.
 pub const OUTCOME_OK: &str = "ok";
@@ -71,7 +74,13 @@ impl AuditLog {
     /// Writes one record as one line. A failing writer is reported in the tracing log; the
     /// request itself is not failed by it.
     pub fn record(&self, record: &AuditRecord<'_>) {
-        let mut line = serde_json::to_vec(record).expect("audit records always serialize");
+        // Written for a terminal too (`--audit-log -`): the characters a terminal would act
+        // on are escaped as `\uXXXX`, C1 and bidirectional controls included.
+        let mut line = Vec::with_capacity(256);
+        let mut json = serde_json::Serializer::with_formatter(&mut line, TerminalSafe::compact());
+        record
+            .serialize(&mut json)
+            .expect("audit records always serialize");
         line.push(b'\n');
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = writer.write_all(&line) {
@@ -304,6 +313,38 @@ mod tests {
         assert_eq!(line["outcome"], "ok");
         assert_eq!(line["denied"], false);
         assert!(line.get("error").is_none());
+    }
+
+    #[test]
+    fn lines_carry_c1_and_bidi_controls_escaped() {
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let paths = vec!["/ws/\u{1b}]0;x\u{7}\u{9b}2J\u{202e}gpj.exe".to_string()];
+        AuditLog::to_writer(sink.clone()).record(&AuditRecord::new(
+            1,
+            "stdio",
+            "fs/readFile\u{2028}",
+            &paths,
+            &Ok(Value::Null),
+            0,
+            Duration::ZERO,
+        ));
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let line = text.strip_suffix('\n').unwrap();
+        assert!(!line.chars().any(crate::terminal::is_unsafe), "{line:?}");
+        let value: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(value["paths"][0], paths[0].as_str());
+        assert_eq!(value["method"], "fs/readFile\u{2028}");
     }
 
     #[test]
