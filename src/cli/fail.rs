@@ -4,7 +4,11 @@
 use std::io::{self, ErrorKind};
 use std::process::ExitCode;
 
-use crate::names::{quote, sanitize};
+use std::os::unix::ffi::OsStrExt;
+
+use capfs::AbsolutePathBuf;
+
+use crate::names::{quote, quote_bytes, sanitize};
 
 /// Other failures.
 pub const EXIT_FAILURE: u8 = 1;
@@ -34,6 +38,20 @@ impl Failure {
     pub fn at(verb: &str, path: &str, err: &io::Error) -> Self {
         Self {
             message: format!("{verb} {}: {}", quote(path), reason(err, path)),
+            status: status_of(err.kind()),
+        }
+    }
+
+    /// [`at`](Self::at) for a sandbox path, shown by its bytes: escaped when they are not
+    /// UTF-8, never as the lossy text that would name another entry.
+    pub fn at_path(verb: &str, path: &AbsolutePathBuf, err: &io::Error) -> Self {
+        let bytes = path.as_path().as_os_str().as_bytes();
+        Self {
+            message: format!(
+                "{verb} {}: {}",
+                quote_bytes(bytes),
+                reason(err, &path.to_string())
+            ),
             status: status_of(err.kind()),
         }
     }

@@ -156,11 +156,10 @@ pub async fn ls(
     let mut failures = Vec::new();
     let mut files = Vec::new();
     for path in paths {
-        let shown = path.to_string();
         let metadata = match fs.get_metadata(path).await {
             Ok(m) => m,
             Err(e) => {
-                failures.push(Failure::at("cannot access", &shown, &e));
+                failures.push(Failure::at_path("cannot access", path, &e));
                 continue;
             }
         };
@@ -172,7 +171,7 @@ pub async fn ls(
         let mut listed = match fs.read_directory(path).await {
             Ok(listed) => listed,
             Err(e) => {
-                failures.push(Failure::at("cannot open directory", &shown, &e));
+                failures.push(Failure::at_path("cannot open directory", path, &e));
                 continue;
             }
         };
@@ -183,7 +182,7 @@ pub async fn ls(
             for e in listed {
                 match path.join(e.name()) {
                     Ok(child) => children.push((child, e.is_symlink)),
-                    Err(err) => failures.push(Failure::at("cannot access", &shown, &err)),
+                    Err(err) => failures.push(Failure::at_path("cannot access", path, &err)),
                 }
             }
             let mut stats = futures_util::stream::iter(
@@ -197,7 +196,7 @@ pub async fn ls(
                     Ok(entry) => out.push(entry),
                     // Removed since the listing: no longer there to show.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => failures.push(Failure::at("cannot access", &shown, &e)),
+                    Err(e) => failures.push(Failure::at_path("cannot access", path, &e)),
                 }
             }
             out
@@ -215,7 +214,7 @@ pub async fn ls(
                 };
                 match path.join(e.name()) {
                     Ok(child) => out.push(Entry::at(&child, kind)),
-                    Err(err) => failures.push(Failure::at("cannot access", &shown, &err)),
+                    Err(err) => failures.push(Failure::at_path("cannot access", path, &err)),
                 }
             }
             out
@@ -226,7 +225,7 @@ pub async fn ls(
     for (path, result) in files {
         match result {
             Ok(e) => file_entries.push(e),
-            Err(e) => failures.push(Failure::at("cannot access", &path.to_string(), &e)),
+            Err(e) => failures.push(Failure::at_path("cannot access", path, &e)),
         }
     }
     let mut out = io::stdout().lock();
@@ -292,7 +291,7 @@ pub async fn stat(
     for path in paths {
         match entry(fs, path.clone(), None).await {
             Ok(e) => entries.push(e),
-            Err(e) => failures.push(Failure::at("cannot stat", &path.to_string(), &e)),
+            Err(e) => failures.push(Failure::at_path("cannot stat", path, &e)),
         }
     }
     let mut out = io::stdout().lock();

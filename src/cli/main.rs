@@ -268,7 +268,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             for (source, target) in sources.iter().zip(&targets) {
                 fs.copy(source, target, CopyOptions { recursive })
                     .await
-                    .map_err(|e| Failure::at("cannot copy", &source.to_string(), &e))?;
+                    .map_err(|e| Failure::at_path("cannot copy", source, &e))?;
             }
             Ok(())
         }
@@ -287,7 +287,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             for (source, target) in sources.iter().zip(&targets) {
                 fs.rename(source, target, options)
                     .await
-                    .map_err(|e| Failure::at("cannot move", &source.to_string(), &e))?;
+                    .map_err(|e| Failure::at_path("cannot move", source, &e))?;
             }
             Ok(())
         }
@@ -313,7 +313,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                 };
                 for path in expanded {
                     if let Err(e) = fs.remove(&path, RemoveOptions { recursive, force }).await {
-                        failures.push(Failure::at("cannot remove", &path.to_string(), &e));
+                        failures.push(Failure::at_path("cannot remove", &path, &e));
                     }
                 }
             }
@@ -325,11 +325,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                 let path = resolver.path(arg)?;
                 let options = CreateDirectoryOptions { recursive: parents };
                 if let Err(e) = fs.create_directory(&path, options).await {
-                    failures.push(Failure::at(
-                        "cannot create directory",
-                        &path.to_string(),
-                        &e,
-                    ));
+                    failures.push(Failure::at_path("cannot create directory", &path, &e));
                 }
             }
             listing::first_failure(failures)

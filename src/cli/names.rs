@@ -90,6 +90,15 @@ pub fn quote(path: &str) -> String {
     single_quoted(path)
 }
 
+/// A path's bytes as quoted in messages: as [`quote`] quotes text, and escaped as in listings
+/// when they are not UTF-8 (a lossy rendering would name another entry).
+pub fn quote_bytes(path: &[u8]) -> String {
+    match std::str::from_utf8(path) {
+        Ok(text) => quote(text),
+        Err(_) => escape_with_controls(path),
+    }
+}
+
 fn single_quoted(text: &str) -> String {
     if text.contains('\'') {
         // 'it'\''s': close the quotes, an escaped quote, reopen.
@@ -180,5 +189,10 @@ mod tests {
             "/ws/\\033]0;t\\007: \\u202edenied"
         );
         assert_eq!(sanitize("plain ünï"), "plain ünï");
+        assert_eq!(quote_bytes(b"/ws/bad\xff"), "'/ws/bad'$'\\377'");
+        assert_eq!(
+            quote_bytes("/ws/bad\u{fffd}".as_bytes()),
+            "'/ws/bad\u{fffd}'"
+        );
     }
 }

@@ -149,7 +149,7 @@ impl Resolver {
                 let entries = match fs.read_directory(dir).await {
                     Ok(entries) => entries,
                     Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                        return Err(Failure::at("cannot open directory", &dir.to_string(), &e));
+                        return Err(Failure::at_path("cannot open directory", dir, &e));
                     }
                     Err(_) => continue,
                 };
@@ -162,9 +162,8 @@ impl Resolver {
                 names.sort();
                 for name in names {
                     next.push(
-                        dir.join(&name).map_err(|e| {
-                            Failure::at("cannot open directory", &dir.to_string(), &e)
-                        })?,
+                        dir.join(&name)
+                            .map_err(|e| Failure::at_path("cannot open directory", dir, &e))?,
                     );
                 }
             }

@@ -180,7 +180,7 @@ async fn get_file(
     let copied = match result {
         Ok(copied) => copied,
         Err(e) if local_failed => return Err(local_write_failure(&e, &shown)),
-        Err(e) => return Err(Failure::at("cannot read", &source.to_string(), &e)),
+        Err(e) => return Err(Failure::at_path("cannot read", source, &e)),
     };
     let mtime = options.preserve.then_some(metadata.modified_at_ms);
     sink.commit(Some(metadata.mode), mtime).map_err(local)?;
@@ -230,7 +230,7 @@ async fn put_file(
             &mut |n| bar.set_position(base + n),
         )
         .await
-        .map_err(|e| Failure::at("cannot write", &destination.to_string(), &e))?;
+        .map_err(|e| Failure::at_path("cannot write", destination, &e))?;
     progress.file_done(written);
     Ok(written)
 }
@@ -270,7 +270,7 @@ pub async fn get(
         let metadata = fs
             .get_metadata(source)
             .await
-            .map_err(|e| Failure::at("cannot stat", &source.to_string(), &e))?;
+            .map_err(|e| Failure::at_path("cannot stat", source, &e))?;
         if metadata.is_directory {
             if !options.recursive {
                 return Err(Failure::plain(
@@ -417,9 +417,7 @@ pub async fn put(
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
                     fs.create_directory(&remote, CreateDirectoryOptions { recursive: true })
                         .await
-                        .map_err(|e| {
-                            Failure::at("cannot create directory", &remote.to_string(), &e)
-                        })?;
+                        .map_err(|e| Failure::at_path("cannot create directory", &remote, &e))?;
                 }
                 Node::File { rel, .. } => {
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
@@ -427,9 +425,9 @@ pub async fn put(
                 }
                 Node::Symlink { rel, target } => {
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
-                    fs.create_symlink(&remote, &target).await.map_err(|e| {
-                        Failure::at("cannot create symlink", &remote.to_string(), &e)
-                    })?;
+                    fs.create_symlink(&remote, &target)
+                        .await
+                        .map_err(|e| Failure::at_path("cannot create symlink", &remote, &e))?;
                 }
             }
         }

@@ -70,4 +70,19 @@ async fn a_name_that_is_not_utf8_is_shown_escaped_and_acted_on_exactly() {
     assert!(out.status.success(), "{}", describe(&out));
     assert!(!ws.join(bad).exists());
     assert_eq!(std::fs::read(ws.join(lossy)).unwrap(), b"the other");
+
+    // A failure names it by its bytes too, never as the other entry.
+    let again = tokio::time::timeout(
+        crate::serve::WAIT,
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_capfs"))
+            .args(["--root".as_ref(), ws.as_os_str(), "rm".as_ref(), &target])
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(again.status.code(), Some(3), "{}", describe(&again));
+    let stderr = String::from_utf8(again.stderr.clone()).unwrap();
+    assert!(stderr.contains(r"'$'\377'"), "{}", describe(&again));
+    assert!(!stderr.contains(lossy), "{}", describe(&again));
 }

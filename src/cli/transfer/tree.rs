@@ -66,7 +66,7 @@ pub(super) async fn remote_tree(
         let mut entries = fs
             .read_directory(&dir)
             .await
-            .map_err(|e| Failure::at("cannot open directory", &dir.to_string(), &e))?;
+            .map_err(|e| Failure::at_path("cannot open directory", &dir, &e))?;
         entries.sort_by(|a, b| a.name().cmp(b.name()));
         if nodes.len() + entries.len() > MAX_TREE_ENTRIES {
             return Err(Failure::plain(
@@ -100,7 +100,7 @@ pub(super) async fn remote_tree(
                 let target = fs
                     .read_link(&child)
                     .await
-                    .map_err(|e| Failure::at("cannot read link", &child.to_string(), &e))?;
+                    .map_err(|e| Failure::at_path("cannot read link", &child, &e))?;
                 nodes.push(Node::Symlink {
                     rel: child_rel,
                     target,
@@ -116,7 +116,7 @@ pub(super) async fn remote_tree(
                 let metadata = fs
                     .get_metadata(&child)
                     .await
-                    .map_err(|e| Failure::at("cannot stat", &child.to_string(), &e))?;
+                    .map_err(|e| Failure::at_path("cannot stat", &child, &e))?;
                 nodes.push(Node::File {
                     rel: child_rel,
                     size: metadata.size,
