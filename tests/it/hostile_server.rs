@@ -111,10 +111,11 @@ pub fn describe(output: &Output) -> String {
     )
 }
 
-/// Characters that must never reach a terminal raw: C0 controls but the newline, DEL, C1
-/// controls, the bidirectional controls, the line and paragraph separators.
+/// Characters that must never reach a terminal raw: C0 controls but the newline and the tab
+/// (which the client's own formats use), DEL, C1 controls, the bidirectional controls, the
+/// line and paragraph separators.
 fn is_unsafe(c: char) -> bool {
-    (c.is_control() && c != '\n')
+    (c.is_control() && c != '\n' && c != '\t')
         || matches!(
             c,
             '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
@@ -524,4 +525,31 @@ async fn get_r_of_an_endless_tree_stops_at_its_bound() {
     // Refused while planning: nothing written.
     assert!(!dest.exists());
     server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announced_roots_are_escaped_in_text_and_json() {
+    let root = format!("/ws/{EVIL}");
+    for json in [false, true] {
+        let announced = root.clone();
+        let (url, server) = fake_server(move |method, _| match method {
+            "initialize" => Answer::Result(json!({"capfs": {"version": "0",
+                "maxMessageBytes": 1 << 20,
+                "roots": [{"path": announced, "access": "read-write"}]}})),
+            _ => Answer::Silence,
+        })
+        .await;
+        let mut args = vec!["--remote", url.as_str(), "roots"];
+        if json {
+            args.push("--json");
+        }
+        let out = run(&args).await;
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_terminal_safe(&format!("roots {json}"), &out);
+        if json {
+            let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(parsed[0]["path"], root.as_str());
+        }
+        server.abort();
+    }
 }
