@@ -4,7 +4,7 @@
 use std::io;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::RemoteFileSystem;
@@ -165,7 +165,13 @@ impl RemoteFileSystem {
             if left == 0 {
                 break;
             }
-            if let Ok(early) = reply.try_recv() {
+            let early = match reply.try_recv() {
+                Ok(early) => Some(early),
+                Err(oneshot::error::TryRecvError::Empty) => None,
+                // The connection is gone (the receiver cannot be polled again after this).
+                Err(oneshot::error::TryRecvError::Closed) => return Err(connection_lost()),
+            };
+            if let Some(early) = early {
                 // Refused before all the data went out (bad path, read-only root, ...).
                 let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
                 return Err(io::Error::new(
