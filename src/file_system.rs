@@ -102,6 +102,19 @@ pub struct ReadDirectoryEntry {
     /// another entry or none: joined to its directory it does not reach this entry. The server
     /// leaves such entries out of remote listings (and says how many it left out).
     pub lossy_name: bool,
+    /// The name's exact bytes when they are not UTF-8 (`lossy_name`), as a local listing
+    /// found them; `None` when `file_name` is exact. [`name`](Self::name) gives either.
+    pub raw_name: Option<std::ffi::OsString>,
+}
+
+impl ReadDirectoryEntry {
+    /// The exact name: joined to its directory, it reaches this entry (unlike `file_name` when
+    /// `lossy_name` is set).
+    pub fn name(&self) -> &std::ffi::OsStr {
+        self.raw_name
+            .as_deref()
+            .unwrap_or_else(|| std::ffi::OsStr::new(&self.file_name))
+    }
 }
 
 /// The deepest [`WalkOptions::max_depth`] a walk honours; deeper requests are clamped to it, so

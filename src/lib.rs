@@ -92,6 +92,7 @@ pub mod protocol;
 mod remote;
 mod sandbox;
 pub mod server;
+pub mod terminal;
 mod transport;
 
 pub use environment::Environment;

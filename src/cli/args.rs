@@ -55,6 +55,16 @@ pub struct Target {
     /// Give up connecting (and the remote command's handshake) after this long: 10s, 500ms, 2m.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
+    /// Give up on a call the server does not answer within this long (streamed transfers are
+    /// bounded by --stream-idle-timeout instead).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_timeout)]
+    pub call_timeout: Duration,
+    /// Give up on a streamed get, put or cat that makes no progress for this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_timeout)]
+    pub stream_idle_timeout: Duration,
+    /// Longest message (and WebSocket frame) accepted from the server: 64M, 1G.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_message_size)]
+    pub max_message_bytes: usize,
     /// The sandbox directory relative paths start from.
     #[arg(long = "cd", value_name = "DIR")]
     pub cd: Option<String>,
@@ -188,9 +198,10 @@ pub enum Command {
         /// Succeed when a path does not exist.
         #[arg(short, long)]
         force: bool,
-        /// Sandbox paths.
+        /// Sandbox paths (a name that is not UTF-8, as `ls` shows it escaped and a shell
+        /// pastes it back, is taken literally).
         #[arg(required = true)]
-        paths: Vec<String>,
+        paths: Vec<std::ffi::OsString>,
     },
     /// Create directories.
     Mkdir {
@@ -312,6 +323,23 @@ impl ServeArgs {
 /// A size flag's value: bytes, or a number with a K, M, G or T suffix (`64M`, `1G`).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     capfs::server::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// A client timeout: a duration that is not zero.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err("must be more than 0".to_string()),
+        timeout => Ok(timeout),
+    }
+}
+
+/// The client's message limit: from 4 KiB (an `initialize` reply fits) to 4 GiB.
+fn parse_message_size(text: &str) -> Result<usize, String> {
+    let size = parse_size(text)?;
+    if !(4 << 10..=4 << 30).contains(&size) {
+        return Err("must be from 4K to 4G".to_string());
+    }
+    usize::try_from(size).map_err(|_| "too large for this machine".to_string())
 }
 
 /// A duration flag's value: seconds, or a number with a unit (`500ms`, `10s`, `2m`).

@@ -4,7 +4,11 @@
 use std::io::{self, ErrorKind};
 use std::process::ExitCode;
 
-use crate::names::quote;
+use std::os::unix::ffi::OsStrExt;
+
+use capfs::AbsolutePathBuf;
+
+use crate::names::{quote, quote_bytes, sanitize};
 
 /// Other failures.
 pub const EXIT_FAILURE: u8 = 1;
@@ -38,6 +42,20 @@ impl Failure {
         }
     }
 
+    /// [`at`](Self::at) for a sandbox path, shown by its bytes: escaped when they are not
+    /// UTF-8, never as the lossy text that would name another entry.
+    pub fn at_path(verb: &str, path: &AbsolutePathBuf, err: &io::Error) -> Self {
+        let bytes = path.as_path().as_os_str().as_bytes();
+        Self {
+            message: format!(
+                "{verb} {}: {}",
+                quote_bytes(bytes),
+                reason(err, &path.to_string())
+            ),
+            status: status_of(err.kind()),
+        }
+    }
+
     /// A failure that concerns no one path.
     pub fn plain(message: impl Into<String>, status: u8) -> Self {
         Self {
@@ -67,10 +85,11 @@ impl Failure {
         Self::plain(format!("{what}: {}", reason(err, "")), status)
     }
 
-    /// Prints the message on stderr and gives the status.
+    /// Prints the message on stderr, its unsafe characters escaped (a reason may carry a
+    /// server's text or a name), and gives the status.
     pub fn report(&self) -> ExitCode {
         if !self.message.is_empty() {
-            eprintln!("capfs: {}", self.message);
+            eprintln!("capfs: {}", sanitize(&self.message));
         }
         ExitCode::from(self.status)
     }
@@ -92,8 +111,13 @@ pub fn status_of(kind: ErrorKind) -> u8 {
     }
 }
 
+/// Longest reason shown, in characters: a server's error message is its own text, and may be
+/// as long as a message can be.
+const MAX_REASON_CHARS: usize = 1_000;
+
 /// The reason an error gives, without a leading `path: ` (the message names the path already)
-/// and without the `(os error N)` the standard library appends.
+/// and without the `(os error N)` the standard library appends; cut at [`MAX_REASON_CHARS`]
+/// with a note of how much was left out.
 pub fn reason(err: &io::Error, path: &str) -> String {
     let text = err.to_string();
     let text = strip_os_error(&text);
@@ -104,7 +128,10 @@ pub fn reason(err: &io::Error, path: &str) -> String {
             .and_then(|rest| rest.strip_prefix(": "))
             .unwrap_or(text)
     };
-    text.to_string()
+    match text.char_indices().nth(MAX_REASON_CHARS) {
+        Some((end, _)) => format!("{}…[cut {} bytes]", &text[..end], text.len() - end),
+        None => text.to_string(),
+    }
 }
 
 fn strip_os_error(text: &str) -> &str {

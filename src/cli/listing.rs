@@ -2,6 +2,7 @@
 //! document, stable field names, raw values).
 
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -9,8 +10,12 @@ use serde::Serialize;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, FileMetadata};
 
 use crate::fail::Failure;
-use crate::names::escape;
+use crate::names::{escape, to_json};
 use crate::paths::RootInfo;
+
+mod format;
+
+use format::{print_entries, print_stat};
 
 /// Metadata calls `ls -l` keeps in flight at once.
 const CONCURRENT_STATS: usize = 16;
@@ -19,10 +24,16 @@ const CONCURRENT_STATS: usize = 16;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
-    /// The sandbox path.
+    /// The sandbox path (escaped as a name is, when it is not UTF-8).
     pub path: String,
-    /// The last component (the path itself for `/`).
+    /// The last component (the path itself for `/`), escaped the same way.
     pub name: String,
+    /// The exact bytes of `name`, which the text output escapes.
+    #[serde(skip)]
+    pub raw_name: Vec<u8>,
+    /// The exact bytes of `path`.
+    #[serde(skip)]
+    pub raw_path: Vec<u8>,
     /// `file`, `directory`, `symlink` or `other`: the entry itself, links not followed.
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -53,11 +64,42 @@ fn kind_of(m: &FileMetadata) -> &'static str {
     }
 }
 
-fn name_of(path: &AbsolutePathBuf) -> String {
-    path.file_name().map_or_else(
-        || path.to_string(),
-        |name| name.to_string_lossy().into_owned(),
-    )
+/// The last component's bytes (the whole path for `/`).
+fn name_of(path: &AbsolutePathBuf) -> Vec<u8> {
+    path.file_name()
+        .unwrap_or(path.as_path().as_os_str())
+        .as_bytes()
+        .to_vec()
+}
+
+/// A name as `--json` carries it: itself when it is UTF-8, else escaped as the text output
+/// shows it (JSON text cannot hold the bytes, and a lossy rendering would name another entry).
+fn json_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_string(),
+        Err(_) => escape(bytes),
+    }
+}
+
+impl Entry {
+    /// An entry of `path` with everything else empty.
+    fn at(path: &AbsolutePathBuf, kind: &'static str) -> Self {
+        let raw_name = name_of(path);
+        let raw_path = path.as_path().as_os_str().as_bytes().to_vec();
+        Self {
+            path: json_text(&raw_path),
+            name: json_text(&raw_name),
+            raw_name,
+            raw_path,
+            kind,
+            mode: 0,
+            size: 0,
+            modified_at_ms: 0,
+            created_at_ms: 0,
+            target: None,
+            target_type: None,
+        }
+    }
 }
 
 /// Builds the entry of `path`. `is_symlink` says what the listing already knows; a link's
@@ -76,15 +118,11 @@ async fn entry(
     if !is_symlink {
         let m = metadata?;
         return Ok(Entry {
-            name: name_of(&path),
-            path: path.to_string(),
-            kind: kind_of(&m),
             mode: m.mode,
             size: m.size,
             modified_at_ms: m.modified_at_ms,
             created_at_ms: m.created_at_ms,
-            target: None,
-            target_type: None,
+            ..Entry::at(&path, kind_of(&m))
         });
     }
     let target = fs
@@ -97,15 +135,13 @@ async fn entry(
         Err(_) => ("missing", FileMetadata::default()),
     };
     Ok(Entry {
-        name: name_of(&path),
-        path: path.to_string(),
-        kind: "symlink",
         mode: m.mode,
         size: m.size,
         modified_at_ms: m.modified_at_ms,
         created_at_ms: m.created_at_ms,
         target,
         target_type: Some(target_type),
+        ..Entry::at(&path, "symlink")
     })
 }
 
@@ -120,11 +156,10 @@ pub async fn ls(
     let mut failures = Vec::new();
     let mut files = Vec::new();
     for path in paths {
-        let shown = path.to_string();
         let metadata = match fs.get_metadata(path).await {
             Ok(m) => m,
             Err(e) => {
-                failures.push(Failure::at("cannot access", &shown, &e));
+                failures.push(Failure::at_path("cannot access", path, &e));
                 continue;
             }
         };
@@ -136,50 +171,53 @@ pub async fn ls(
         let mut listed = match fs.read_directory(path).await {
             Ok(listed) => listed,
             Err(e) => {
-                failures.push(Failure::at("cannot open directory", &shown, &e));
+                failures.push(Failure::at_path("cannot open directory", path, &e));
                 continue;
             }
         };
-        listed.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        listed.sort_by(|a, b| a.name().cmp(b.name()));
         let entries: Vec<Entry> = if long || json {
             let mut out = Vec::with_capacity(listed.len());
-            let mut stats = futures_util::stream::iter(listed.into_iter().map(|e| {
-                let child = path.join(&e.file_name).expect("a listed name holds no NUL");
-                entry(fs, child, Some(e.is_symlink))
-            }))
+            let mut children = Vec::with_capacity(listed.len());
+            for e in listed {
+                match path.join(e.name()) {
+                    Ok(child) => children.push((child, e.is_symlink)),
+                    Err(err) => failures.push(Failure::at_path("cannot access", path, &err)),
+                }
+            }
+            let mut stats = futures_util::stream::iter(
+                children
+                    .into_iter()
+                    .map(|(child, is_symlink)| entry(fs, child, Some(is_symlink))),
+            )
             .buffered(CONCURRENT_STATS);
             while let Some(result) = stats.next().await {
                 match result {
                     Ok(entry) => out.push(entry),
                     // Removed since the listing: no longer there to show.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => failures.push(Failure::at("cannot access", &shown, &e)),
+                    Err(e) => failures.push(Failure::at_path("cannot access", path, &e)),
                 }
             }
             out
         } else {
-            listed
-                .into_iter()
-                .map(|e| Entry {
-                    path: String::new(),
-                    name: e.file_name,
-                    kind: if e.is_symlink {
-                        "symlink"
-                    } else if e.is_directory {
-                        "directory"
-                    } else if e.is_file {
-                        "file"
-                    } else {
-                        "other"
-                    },
-                    mode: 0,
-                    size: 0,
-                    modified_at_ms: 0,
-                    created_at_ms: 0,
-                    target: None,
-                    target_type: None,
-                })
-                .collect()
+            let mut out = Vec::with_capacity(listed.len());
+            for e in listed {
+                let kind = if e.is_symlink {
+                    "symlink"
+                } else if e.is_directory {
+                    "directory"
+                } else if e.is_file {
+                    "file"
+                } else {
+                    "other"
+                };
+                match path.join(e.name()) {
+                    Ok(child) => out.push(Entry::at(&child, kind)),
+                    Err(err) => failures.push(Failure::at_path("cannot access", path, &err)),
+                }
+            }
+            out
         };
         sections.push((Some(path.clone()), entries));
     }
@@ -187,7 +225,7 @@ pub async fn ls(
     for (path, result) in files {
         match result {
             Ok(e) => file_entries.push(e),
-            Err(e) => failures.push(Failure::at("cannot access", &path.to_string(), &e)),
+            Err(e) => failures.push(Failure::at_path("cannot access", path, &e)),
         }
     }
     let mut out = io::stdout().lock();
@@ -197,7 +235,7 @@ pub async fn ls(
             .iter()
             .chain(sections.iter().flat_map(|(_, entries)| entries))
             .collect();
-        write(serde_json::to_writer_pretty(&mut out, &all).map_err(io::Error::other))?;
+        write(to_json(&mut out, &all))?;
         write(writeln!(out))?;
     } else {
         let now = jiff::Timestamp::now();
@@ -206,6 +244,7 @@ pub async fn ls(
             .into_iter()
             .map(|e| Entry {
                 name: e.path.clone(),
+                raw_name: e.raw_path.clone(),
                 ..e
             })
             .collect();
@@ -217,7 +256,8 @@ pub async fn ls(
                     write(writeln!(out))?;
                 }
                 if let Some(path) = path {
-                    write(writeln!(out, "{}:", escape(path.to_string().as_bytes())))?;
+                    let raw = path.as_path().as_os_str().as_bytes();
+                    write(writeln!(out, "{}:", escape(raw)))?;
                 }
             }
             print_entries(&mut out, entries, long, now).map_err(stdout_failure)?;
@@ -240,111 +280,6 @@ pub fn first_failure(mut failures: Vec<Failure>) -> Result<(), Failure> {
     last.map_or(Ok(()), Err)
 }
 
-fn print_entries(
-    out: &mut impl Write,
-    entries: &[Entry],
-    long: bool,
-    now: jiff::Timestamp,
-) -> io::Result<()> {
-    if !long {
-        for e in entries {
-            let suffix = match e.kind {
-                "symlink" => "@",
-                "directory" => "/",
-                _ => "",
-            };
-            writeln!(out, "{}{suffix}", escape(e.name.as_bytes()))?;
-        }
-        return Ok(());
-    }
-    let width = entries
-        .iter()
-        .map(|e| e.size.to_string().len())
-        .max()
-        .unwrap_or(1);
-    for e in entries {
-        let (kind, mode) = match (e.kind, e.target.as_deref()) {
-            ("symlink", _) => ('l', 0o777),
-            ("directory", _) => ('d', e.mode),
-            ("file", _) => ('-', e.mode),
-            _ => ('?', e.mode),
-        };
-        let size = match &e.target {
-            Some(target) => target.len() as u64,
-            None => e.size,
-        };
-        write!(
-            out,
-            "{kind}{} {size:>width$} {} {}",
-            mode_string(mode),
-            ls_time(e.modified_at_ms, now),
-            escape(e.name.as_bytes())
-        )?;
-        if let Some(target) = &e.target {
-            write!(out, " -> {}", escape(target.as_bytes()))?;
-        }
-        writeln!(out)?;
-    }
-    Ok(())
-}
-
-/// `rwxr-xr-x` with `s`/`S` and `t`/`T` as ls shows them.
-pub fn mode_string(mode: u32) -> String {
-    let bit = |mask: u32, c: char| if mode & mask != 0 { c } else { '-' };
-    let special = |exec: u32, special: u32, lower: char, upper: char| match (
-        mode & exec != 0,
-        mode & special != 0,
-    ) {
-        (true, true) => lower,
-        (false, true) => upper,
-        (true, false) => 'x',
-        (false, false) => '-',
-    };
-    [
-        bit(0o400, 'r'),
-        bit(0o200, 'w'),
-        special(0o100, 0o4000, 's', 'S'),
-        bit(0o040, 'r'),
-        bit(0o020, 'w'),
-        special(0o010, 0o2000, 's', 'S'),
-        bit(0o004, 'r'),
-        bit(0o002, 'w'),
-        special(0o001, 0o1000, 't', 'T'),
-    ]
-    .iter()
-    .collect()
-}
-
-/// The time column of `ls -l`: `Dec  1 05:44` within six months, `Dec  1  2025` otherwise.
-fn ls_time(ms: i64, now: jiff::Timestamp) -> String {
-    let Some(zoned) = zoned(ms) else {
-        return format!("{:>12}", "-");
-    };
-    let six_months = jiff::SignedDuration::from_hours(24 * 182);
-    let age = now.duration_since(zoned.timestamp());
-    if age > six_months || age < -jiff::SignedDuration::from_hours(1) {
-        zoned.strftime("%b %e  %Y").to_string()
-    } else {
-        zoned.strftime("%b %e %H:%M").to_string()
-    }
-}
-
-fn zoned(ms: i64) -> Option<jiff::Zoned> {
-    if ms == 0 {
-        return None;
-    }
-    let timestamp = jiff::Timestamp::from_millisecond(ms).ok()?;
-    Some(timestamp.to_zoned(jiff::tz::TimeZone::system()))
-}
-
-/// A full time for `stat`: `2026-12-01 05:44:18.123 +0000`.
-fn stat_time(ms: i64) -> String {
-    zoned(ms).map_or_else(
-        || "-".to_string(),
-        |z| z.strftime("%Y-%m-%d %H:%M:%S%.3f %z").to_string(),
-    )
-}
-
 /// `stat`: one block per path, or one JSON array.
 pub async fn stat(
     fs: &dyn ExecutorFileSystem,
@@ -356,13 +291,12 @@ pub async fn stat(
     for path in paths {
         match entry(fs, path.clone(), None).await {
             Ok(e) => entries.push(e),
-            Err(e) => failures.push(Failure::at("cannot stat", &path.to_string(), &e)),
+            Err(e) => failures.push(Failure::at_path("cannot stat", path, &e)),
         }
     }
     let mut out = io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &entries)
-            .map_err(io::Error::other)
+        to_json(&mut out, &entries)
             .and_then(|()| writeln!(out))
             .map_err(stdout_failure)?;
     } else {
@@ -372,40 +306,6 @@ pub async fn stat(
     }
     drop(out);
     first_failure(failures)
-}
-
-fn print_stat(out: &mut impl Write, e: &Entry) -> io::Result<()> {
-    let kind = match (e.kind, e.target_type) {
-        ("file", _) => "regular file".to_string(),
-        ("symlink", Some(target)) => format!("symbolic link to a {target}"),
-        (kind, _) => kind.to_string(),
-    };
-    writeln!(out, "    Path: {}", escape(e.path.as_bytes()))?;
-    writeln!(out, "    Type: {kind}")?;
-    if let Some(target) = &e.target {
-        writeln!(out, "  Target: {}", escape(target.as_bytes()))?;
-    }
-    writeln!(
-        out,
-        "    Size: {} ({} bytes)",
-        indicatif::HumanBytes(e.size),
-        e.size
-    )?;
-    let type_char = match e.kind {
-        "directory" => 'd',
-        "file" => '-',
-        "symlink" => 'l',
-        _ => '?',
-    };
-    writeln!(
-        out,
-        "    Mode: {:04o} ({type_char}{})",
-        e.mode,
-        mode_string(e.mode)
-    )?;
-    writeln!(out, "Modified: {}", stat_time(e.modified_at_ms))?;
-    writeln!(out, " Created: {}", stat_time(e.created_at_ms))?;
-    Ok(())
 }
 
 /// One root as `roots --json` prints it.
@@ -433,8 +333,7 @@ pub fn roots(roots: &[RootInfo], json: bool) -> Result<(), Failure> {
                 access: access(r),
             })
             .collect();
-        serde_json::to_writer_pretty(&mut out, &all)
-            .map_err(io::Error::other)
+        to_json(&mut out, &all)
             .and_then(|()| writeln!(out))
             .map_err(stdout_failure)?;
         return Ok(());
@@ -449,18 +348,4 @@ pub fn roots(roots: &[RootInfo], json: bool) -> Result<(), Failure> {
         .map_err(stdout_failure)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes_read_like_ls() {
-        assert_eq!(mode_string(0o755), "rwxr-xr-x");
-        assert_eq!(mode_string(0o644), "rw-r--r--");
-        assert_eq!(mode_string(0o4755), "rwsr-xr-x");
-        assert_eq!(mode_string(0o1777), "rwxrwxrwt");
-        assert_eq!(mode_string(0o2644), "rw-r-Sr--");
-    }
 }

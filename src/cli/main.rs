@@ -16,6 +16,7 @@ use capfs::{
 };
 
 mod args;
+mod destinations;
 mod fail;
 mod listing;
 mod mcp;
@@ -24,9 +25,9 @@ mod paths;
 mod transfer;
 
 use args::{Cli, Command, Endpoint, ServeArgs, Shell, Target};
+use destinations::{base_name, local_destinations, remote_destinations};
 use fail::{EXIT_INTERRUPTED, Failure};
-use names::quote;
-use paths::{Resolver, RootInfo};
+use paths::Resolver;
 use transfer::Backend;
 
 fn main() -> ExitCode {
@@ -165,7 +166,10 @@ async fn open_target(target: &Target) -> Result<Backend, Failure> {
     let options = RemoteOptions {
         connect_timeout: target.connect_timeout,
         ..RemoteOptions::default()
-    };
+    }
+    .with_call_timeout(target.call_timeout)
+    .with_stream_idle_timeout(target.stream_idle_timeout)
+    .with_max_message_bytes(target.max_message_bytes);
     match endpoint {
         Endpoint::Command(command) => {
             let remote = RemoteFileSystem::connect_command(&command, options)
@@ -191,31 +195,9 @@ async fn open_target(target: &Target) -> Result<Backend, Failure> {
     }
 }
 
-fn roots_of(backend: &Backend) -> Vec<RootInfo> {
-    match backend {
-        Backend::Local(fs) => fs
-            .sandbox()
-            .roots()
-            .iter()
-            .map(|r| RootInfo {
-                path: r.path().clone(),
-                read_only: r.access() == Access::ReadOnly,
-            })
-            .collect(),
-        Backend::Remote(fs) => fs
-            .roots()
-            .iter()
-            .map(|r| RootInfo {
-                path: r.path.clone(),
-                read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
-            })
-            .collect(),
-    }
-}
-
 async fn client(target: Target, command: Command, globbing: bool) -> Result<(), Failure> {
     let backend = open_target(&target).await?;
-    let resolver = Resolver::new(target.cd.as_deref(), roots_of(&backend), globbing)?;
+    let resolver = Resolver::new(target.cd.as_deref(), paths::roots_of(&backend), globbing)?;
     let fs: &dyn ExecutorFileSystem = &*backend;
     let expand_all = async |args: &[String]| -> Result<Vec<AbsolutePathBuf>, Failure> {
         let mut out = Vec::new();
@@ -286,7 +268,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             for (source, target) in sources.iter().zip(&targets) {
                 fs.copy(source, target, CopyOptions { recursive })
                     .await
-                    .map_err(|e| Failure::at("cannot copy", &source.to_string(), &e))?;
+                    .map_err(|e| Failure::at_path("cannot copy", source, &e))?;
             }
             Ok(())
         }
@@ -305,7 +287,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             for (source, target) in sources.iter().zip(&targets) {
                 fs.rename(source, target, options)
                     .await
-                    .map_err(|e| Failure::at("cannot move", &source.to_string(), &e))?;
+                    .map_err(|e| Failure::at_path("cannot move", source, &e))?;
             }
             Ok(())
         }
@@ -316,7 +298,12 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
         } => {
             let mut failures = Vec::new();
             for arg in &paths {
-                let expanded = match resolver.expand(fs, arg).await {
+                let expanded = match arg.to_str() {
+                    Some(text) => resolver.expand(fs, text).await,
+                    // Bytes that are not UTF-8 name one entry exactly: no glob, no lossy text.
+                    None => resolver.path_os(arg).map(|path| vec![path]),
+                };
+                let expanded = match expanded {
                     Ok(expanded) => expanded,
                     Err(_) if force => continue,
                     Err(failure) => {
@@ -326,7 +313,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                 };
                 for path in expanded {
                     if let Err(e) = fs.remove(&path, RemoveOptions { recursive, force }).await {
-                        failures.push(Failure::at("cannot remove", &path.to_string(), &e));
+                        failures.push(Failure::at_path("cannot remove", &path, &e));
                     }
                 }
             }
@@ -338,103 +325,12 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                 let path = resolver.path(arg)?;
                 let options = CreateDirectoryOptions { recursive: parents };
                 if let Err(e) = fs.create_directory(&path, options).await {
-                    failures.push(Failure::at(
-                        "cannot create directory",
-                        &path.to_string(),
-                        &e,
-                    ));
+                    failures.push(Failure::at_path("cannot create directory", &path, &e));
                 }
             }
             listing::first_failure(failures)
         }
     }
-}
-
-/// The last component a copy into a directory keeps; none for `-` (stdin), which cannot go
-/// into a directory without a name.
-fn base_name(path: &Path) -> OsString {
-    if path.as_os_str() == "-" {
-        return OsString::new();
-    }
-    path.file_name().map(OsString::from).unwrap_or_default()
-}
-
-/// Where each source lands, as cp decides: into `destination` when it is a directory (it must
-/// be with several sources or a trailing `/`), else at `destination` itself.
-fn plan_destinations<P>(
-    names: &[OsString],
-    shown: &str,
-    is_directory: bool,
-    join: impl Fn(&OsString) -> Result<P, Failure>,
-    itself: P,
-) -> Result<Vec<P>, Failure> {
-    let not_a_directory = || Failure::usage(format!("target {} is not a directory", quote(shown)));
-    if is_directory {
-        return names
-            .iter()
-            .map(|name| {
-                if name.is_empty() {
-                    Err(Failure::usage(format!(
-                        "{} is a directory: name the file to write",
-                        quote(shown)
-                    )))
-                } else {
-                    join(name)
-                }
-            })
-            .collect();
-    }
-    if names.len() > 1 || shown.ends_with('/') {
-        return Err(not_a_directory());
-    }
-    Ok(vec![itself])
-}
-
-fn local_destinations(names: &[OsString], destination: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let shown = destination.to_string_lossy();
-    if destination.as_os_str() == "-" {
-        if names.len() > 1 {
-            return Err(Failure::usage("`-` (stdout) takes only one source"));
-        }
-        return Ok(vec![destination.to_path_buf()]);
-    }
-    let is_directory = std::fs::metadata(destination).is_ok_and(|m| m.is_dir());
-    plan_destinations(
-        names,
-        &shown,
-        is_directory,
-        |name| Ok(destination.join(name)),
-        destination.to_path_buf(),
-    )
-}
-
-async fn remote_destinations(
-    fs: &dyn ExecutorFileSystem,
-    resolver: &Resolver,
-    names: &[OsString],
-    destination: &str,
-) -> Result<Vec<AbsolutePathBuf>, Failure> {
-    let mut matches = resolver.expand(fs, destination).await?;
-    if matches.len() != 1 {
-        return Err(Failure::usage(format!(
-            "target {} matches {} paths",
-            quote(destination),
-            matches.len()
-        )));
-    }
-    let target = matches.remove(0);
-    let is_directory = fs.get_metadata(&target).await.is_ok_and(|m| m.is_directory);
-    plan_destinations(
-        names,
-        destination,
-        is_directory,
-        |name| {
-            target
-                .join(name)
-                .map_err(|e| Failure::usage(fail::reason(&e, "")))
-        },
-        target.clone(),
-    )
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {

@@ -1,8 +1,21 @@
-//! Names as they are shown: quoted and escaped the way GNU `ls` shows them on a terminal
-//! (`'a b'`, `'a'$'\n''b'`, `$'\033'[31m`), so that a name never writes control characters or
-//! escape sequences to the terminal, and a shown name can be pasted back into a shell.
+//! Everything the client prints that it did not write itself (names, link texts, a server's
+//! error messages and HTTP bodies) goes through this file, which decides in one place
+//! (`capfs::terminal::is_unsafe`, shared with the audit log) which characters never reach the
+//! terminal raw: control characters (C0, DEL, C1 such as U+009B, the 8-bit CSI), the
+//! bidirectional controls (U+202E and the rest, which make a name read backwards) and the line
+//! and paragraph separators.
+//!
+//! - Names are quoted and escaped the way GNU `ls` shows them (`'a b'`, `'a'$'\n''b'`,
+//!   `$'\033'[31m`), so a shown name can be pasted back into a shell ([`escape`], [`quote`]).
+//! - Free text (an error's reason, which may name a path or carry a server's message) keeps
+//!   its words and gets each unsafe character as a backslash escape ([`sanitize`]).
+//! - JSON output escapes them as `\uXXXX`, which JSON readers decode back ([`to_json`]).
 
 use std::fmt::Write;
+use std::io;
+
+use capfs::terminal::TerminalSafe;
+use capfs::terminal::is_unsafe;
 
 /// Characters that make a shell read a name differently: the name is quoted when it has one.
 const SHELL_SPECIAL: &[char] = &[
@@ -10,10 +23,52 @@ const SHELL_SPECIAL: &[char] = &[
     '{', '|', '}',
 ];
 
+/// The escape an unsafe character is shown as: `\n`, `\t`, `\r`, `\NNN` (octal) for the
+/// other ASCII controls and DEL, `\uXXXX` beyond ASCII (as bash reads them in `$'...'`: `\233`
+/// would be the byte 0x9B, not U+009B).
+fn push_escape(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        c if c.is_ascii() => {
+            let _ = write!(out, "\\{:03o}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+    }
+}
+
+/// Free text as it may be printed: each unsafe character replaced by its escape, the rest as
+/// it is.
+pub fn sanitize(text: &str) -> String {
+    if !text.chars().any(is_unsafe) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            push_escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Writes `value` as pretty JSON with every unsafe character escaped as `\uXXXX` (JSON itself
+/// escapes only C0 controls), so the document is safe on a terminal and decodes to the same
+/// values.
+pub fn to_json(out: &mut impl io::Write, value: &impl serde::Serialize) -> io::Result<()> {
+    let mut serializer = serde_json::Serializer::with_formatter(out, TerminalSafe::pretty());
+    value.serialize(&mut serializer).map_err(io::Error::other)
+}
+
 /// A name as shown in listings: as it is when it is plain, else quoted and escaped.
 pub fn escape(name: &[u8]) -> String {
     let text = match std::str::from_utf8(name) {
-        Ok(text) if !text.chars().any(char::is_control) => text,
+        Ok(text) if !text.chars().any(is_unsafe) => text,
         _ => return escape_with_controls(name),
     };
     let needs_quotes = text.is_empty()
@@ -29,10 +84,19 @@ pub fn escape(name: &[u8]) -> String {
 /// A path as quoted in messages (`cannot stat '/ws/x'`): always in quotes, escaped as in
 /// listings when it holds control characters.
 pub fn quote(path: &str) -> String {
-    if path.chars().any(char::is_control) {
+    if path.chars().any(is_unsafe) {
         return escape_with_controls(path.as_bytes());
     }
     single_quoted(path)
+}
+
+/// A path's bytes as quoted in messages: as [`quote`] quotes text, and escaped as in listings
+/// when they are not UTF-8 (a lossy rendering would name another entry).
+pub fn quote_bytes(path: &[u8]) -> String {
+    match std::str::from_utf8(path) {
+        Ok(text) => quote(text),
+        Err(_) => escape_with_controls(path),
+    }
 }
 
 fn single_quoted(text: &str) -> String {
@@ -68,19 +132,9 @@ fn escape_with_controls(name: &[u8]) -> String {
     };
     for chunk in name.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() {
+            if is_unsafe(c) {
                 flush_plain(&mut out, &mut plain);
-                match c {
-                    '\n' => special.push_str("\\n"),
-                    '\t' => special.push_str("\\t"),
-                    '\r' => special.push_str("\\r"),
-                    c if (c as u32) < 0x100 => {
-                        let _ = write!(special, "\\{:03o}", c as u32);
-                    }
-                    c => {
-                        let _ = write!(special, "\\u{:04x}", c as u32);
-                    }
-                }
+                push_escape(&mut special, c);
             } else {
                 flush_special(&mut out, &mut special);
                 plain.push(c);
@@ -122,5 +176,23 @@ mod tests {
         for shown in [escape(b"\x1b]0;title\x07"), quote("/ws/\x1b")] {
             assert!(!shown.chars().any(char::is_control), "{shown:?}");
         }
+    }
+
+    #[test]
+    fn c1_del_and_bidi_controls_are_escaped_everywhere() {
+        assert_eq!(escape("a\u{9b}b".as_bytes()), "'a'$'\\u009b''b'");
+        assert_eq!(escape(b"del\x7f"), "'del'$'\\177'");
+        assert_eq!(escape("x\u{202e}txt".as_bytes()), "'x'$'\\u202e''txt'");
+        assert_eq!(quote("/ws/\u{2066}"), "'/ws/'$'\\u2066'");
+        assert_eq!(
+            sanitize("/ws/\u{1b}]0;t\u{7}: \u{202e}denied"),
+            "/ws/\\033]0;t\\007: \\u202edenied"
+        );
+        assert_eq!(sanitize("plain ünï"), "plain ünï");
+        assert_eq!(quote_bytes(b"/ws/bad\xff"), "'/ws/bad'$'\\377'");
+        assert_eq!(
+            quote_bytes("/ws/bad\u{fffd}".as_bytes()),
+            "'/ws/bad\u{fffd}'"
+        );
     }
 }

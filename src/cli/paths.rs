@@ -5,12 +5,36 @@ use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 
 use crate::fail::{EXIT_NOT_FOUND, Failure};
 use crate::names::quote;
+use crate::transfer::Backend;
 
 /// A sandbox root as the client knows it.
 #[derive(Clone, Debug)]
 pub struct RootInfo {
     pub path: AbsolutePathBuf,
     pub read_only: bool,
+}
+
+/// The roots of `backend`: a local sandbox's, or those the server announced.
+pub fn roots_of(backend: &Backend) -> Vec<RootInfo> {
+    match backend {
+        Backend::Local(fs) => fs
+            .sandbox()
+            .roots()
+            .iter()
+            .map(|r| RootInfo {
+                path: r.path().clone(),
+                read_only: r.access() == capfs::Access::ReadOnly,
+            })
+            .collect(),
+        Backend::Remote(fs) => fs
+            .roots()
+            .iter()
+            .map(|r| RootInfo {
+                path: r.path.clone(),
+                read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
+            })
+            .collect(),
+    }
 }
 
 /// Turns arguments into sandbox paths.
@@ -63,6 +87,25 @@ impl Resolver {
         }
     }
 
+    /// One sandbox path whose text is not UTF-8, taken literally: its exact bytes.
+    pub fn path_os(&self, arg: &std::ffi::OsStr) -> Result<AbsolutePathBuf, Failure> {
+        let shown = crate::names::escape(std::os::unix::ffi::OsStrExt::as_bytes(arg));
+        let invalid =
+            |e: std::io::Error| Failure::usage(format!("{shown}: {}", crate::fail::reason(&e, "")));
+        let path = std::path::Path::new(arg);
+        if path.is_absolute() {
+            return AbsolutePathBuf::new(path).map_err(invalid);
+        }
+        match &self.start {
+            Some(start) => start.join(path).map_err(invalid),
+            None => Err(Failure::usage(format!(
+                "{shown}: a relative path needs a starting directory: give --cd DIR or an \
+                 absolute path{}",
+                self.roots_hint()
+            ))),
+        }
+    }
+
     fn roots_hint(&self) -> String {
         if self.roots.is_empty() {
             return String::new();
@@ -101,18 +144,27 @@ impl Resolver {
             })?;
             let mut next = Vec::new();
             for dir in &found {
-                // A directory that cannot be listed matches nothing, as in a shell.
-                let Ok(entries) = fs.read_directory(dir).await else {
-                    continue;
+                // A directory that cannot be listed matches nothing, as in a shell; a listing
+                // the server got wrong is an error.
+                let entries = match fs.read_directory(dir).await {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                        return Err(Failure::at_path("cannot open directory", dir, &e));
+                    }
+                    Err(_) => continue,
                 };
-                let mut names: Vec<String> = entries
-                    .into_iter()
-                    .map(|e| e.file_name)
-                    .filter(|name| pattern.matches_with(name, options))
+                // Matched on the text, joined by the exact name.
+                let mut names: Vec<std::ffi::OsString> = entries
+                    .iter()
+                    .filter(|e| pattern.matches_with(&e.file_name, options))
+                    .map(|e| e.name().to_os_string())
                     .collect();
                 names.sort();
                 for name in names {
-                    next.push(dir.join(&name).expect("a listed name holds no NUL"));
+                    next.push(
+                        dir.join(&name)
+                            .map_err(|e| Failure::at_path("cannot open directory", dir, &e))?,
+                    );
                 }
             }
             found = next;

@@ -6,26 +6,28 @@
 //! replaced atomically through a temporary file (removed again if the transfer fails or is
 //! interrupted). Sources of unknown size (`-`, pipes, devices) are streamed until they end.
 
-use std::fs::{self, File, Permissions};
-use std::io::{self, IsTerminal, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::fs::{self, Permissions};
+use std::io::{self, IsTerminal};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use tokio::io::{AsyncRead, AsyncWrite};
 
 use capfs::{
     AbsolutePathBuf, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, LocalFileSystem,
     RemoteFileSystem, WriteOptions,
 };
 
+mod local;
+mod tree;
+
+use local::{Announced, Direct, Sink, Source, permission_bits};
+use tree::{Node, local_tree, remote_tree, totals};
+
 use crate::args::TransferArgs;
 use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
-use crate::names::quote;
-
-/// Symlinks followed at a local destination before giving up, as the kernel does.
-const MAX_LINK_HOPS: usize = 40;
+use crate::names::{quote, sanitize};
 
 /// The file system the client subcommands work on.
 pub enum Backend {
@@ -42,16 +44,6 @@ impl std::ops::Deref for Backend {
             Backend::Remote(fs) => fs,
         }
     }
-}
-
-/// Permission bits a transfer gives a file: never setuid, setgid or sticky.
-fn permission_bits(mode: u32) -> u32 {
-    mode & 0o777
-}
-
-fn millis(time: SystemTime) -> Option<i64> {
-    let after = time.duration_since(UNIX_EPOCH).ok()?;
-    i64::try_from(after.as_millis()).ok()
 }
 
 /// The progress display and the counters behind the summary line.
@@ -108,6 +100,7 @@ impl Progress {
     /// Reports a skipped entry on stderr without tearing the display.
     fn warn(&mut self, message: &str) {
         self.skipped += 1;
+        let message = sanitize(message);
         self.bar.suspend(|| eprintln!("capfs: warning: {message}"));
     }
 
@@ -135,244 +128,6 @@ impl Progress {
     }
 }
 
-/// A synchronous reader or writer behind `AsyncRead`/`AsyncWrite`: the client's runtime has
-/// nothing else to do while a transfer runs, and a page-cache read or write takes microseconds,
-/// so this is cheaper than `tokio::fs::File`, which hands every call to the blocking pool and
-/// copies through a buffer of its own (a `put` of 256 MiB took 0.20-0.23 s this way against
-/// 0.28-0.38 s through `tokio::fs::File`, alternated in one run).
-/// It remembers whether a write failed, so that a failed stream is blamed on the right side.
-struct Direct<W> {
-    inner: W,
-    failed: bool,
-}
-
-impl<W: Write + Unpin> Direct<W> {
-    fn new(inner: W) -> Self {
-        Self {
-            inner,
-            failed: false,
-        }
-    }
-}
-
-impl<W: Write + Unpin> AsyncWrite for Direct<W> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<io::Result<usize>> {
-        let result = self.inner.write(buf);
-        self.failed |= result.is_err();
-        std::task::Poll::Ready(result)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        let result = self.inner.flush();
-        self.failed |= result.is_err();
-        std::task::Poll::Ready(result)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        self.poll_flush(cx)
-    }
-}
-
-impl<R: std::io::Read + Unpin> AsyncRead for Direct<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        let n = self.inner.read(buf.initialize_unfilled())?;
-        buf.advance(n);
-        std::task::Poll::Ready(Ok(()))
-    }
-}
-
-/// Where a local destination's bytes go.
-enum Sink {
-    /// Our own stdout (`-`, or a path that is the same file as stdout, like `/dev/stdout`).
-    Stdout,
-    /// A FIFO, a device or a socket: written to, never replaced.
-    InPlace(File),
-    /// A regular file (or none yet) at `target`, the end of any symlinks: a temporary file
-    /// beside it, renamed over it when complete and removed if dropped before.
-    Replace {
-        temp: tempfile::NamedTempFile,
-        target: PathBuf,
-        existing: Option<Permissions>,
-    },
-}
-
-/// True when `metadata` is the same file as this process's stdout.
-fn is_stdout(metadata: &fs::Metadata) -> bool {
-    rustix::fs::fstat(io::stdout())
-        .is_ok_and(|st| st.st_dev == metadata.dev() && st.st_ino == metadata.ino())
-}
-
-/// Follows symlinks at the last component of `path` to the name that is finally written.
-fn follow_links(path: &Path) -> io::Result<PathBuf> {
-    let mut current = path.to_path_buf();
-    for _ in 0..MAX_LINK_HOPS {
-        match fs::symlink_metadata(&current) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let text = fs::read_link(&current)?;
-                current = match current.parent() {
-                    Some(parent) if text.is_relative() => parent.join(text),
-                    _ => text,
-                };
-            }
-            Ok(_) => return Ok(current),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::from_raw_os_error(
-        rustix::io::Errno::LOOP.raw_os_error(),
-    ))
-}
-
-impl Sink {
-    /// The sink for `destination`. `in_tree`: the destination is inside a tree `get -r`
-    /// writes, where a symlink is replaced rather than followed, since the remote side may
-    /// have made it (a link to `~/.bashrc` in one run, a file of that name in the next).
-    fn open(destination: &Path, in_tree: bool) -> io::Result<Self> {
-        if destination.as_os_str() == "-" {
-            return Ok(Sink::Stdout);
-        }
-        if in_tree && fs::symlink_metadata(destination).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Self::replacing(destination.to_path_buf(), None);
-        }
-        match fs::metadata(destination) {
-            Ok(m) if is_stdout(&m) => return Ok(Sink::Stdout),
-            Ok(m) if m.is_dir() => {
-                return Err(io::Error::from(io::ErrorKind::IsADirectory));
-            }
-            Ok(m) if !m.is_file() => {
-                let t = m.file_type();
-                if t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket() {
-                    let file = fs::OpenOptions::new().write(true).open(destination)?;
-                    return Ok(Sink::InPlace(file));
-                }
-            }
-            _ => {}
-        }
-        let target = follow_links(destination)?;
-        let existing = fs::metadata(&target).ok().map(|m| m.permissions());
-        Self::replacing(target, existing)
-    }
-
-    /// A temporary file beside `target`, to be renamed over it.
-    fn replacing(target: PathBuf, existing: Option<Permissions>) -> io::Result<Self> {
-        let dir = match target.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        let temp = tempfile::NamedTempFile::new_in(dir).map_err(without_temp_path)?;
-        Ok(Sink::Replace {
-            temp,
-            target,
-            existing,
-        })
-    }
-
-    /// Completes the write: the replacement gets `mode` (else the old file's bits, else the
-    /// default for a new file) and, when given, the modification time, then takes the name.
-    fn commit(self, mode: Option<u32>, modified_at_ms: Option<i64>) -> io::Result<()> {
-        let Sink::Replace {
-            temp,
-            target,
-            existing,
-        } = self
-        else {
-            return Ok(());
-        };
-        let permissions = match (mode, existing) {
-            (Some(mode), _) if mode != 0 => Permissions::from_mode(permission_bits(mode)),
-            (_, Some(existing)) => existing,
-            _ => Permissions::from_mode(0o666 & !current_umask()),
-        };
-        temp.as_file().set_permissions(permissions)?;
-        if let Some(ms) = modified_at_ms {
-            temp.as_file().set_modified(time_of(ms))?;
-        }
-        temp.persist(&target).map_err(|e| e.error)?;
-        Ok(())
-    }
-}
-
-/// tempfile appends its random temporary path to errors (`... at path "/d/.tmpXYZ"`); the
-/// message names the destination instead, so keep only the reason.
-fn without_temp_path(err: io::Error) -> io::Error {
-    let text = err.to_string();
-    match text.split_once(" at path ") {
-        Some((reason, _)) => io::Error::new(err.kind(), reason.to_string()),
-        None => err,
-    }
-}
-
-fn time_of(ms: i64) -> SystemTime {
-    if ms >= 0 {
-        UNIX_EPOCH + Duration::from_millis(ms as u64)
-    } else {
-        UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
-    }
-}
-
-/// The process's umask (read by setting it and putting it back).
-fn current_umask() -> u32 {
-    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
-    rustix::process::umask(old);
-    old.as_raw_mode()
-}
-
-/// What a local source is: its reader, size when known, permission bits and mtime.
-struct Source {
-    reader: Box<dyn AsyncRead + Unpin + Send>,
-    size: Option<u64>,
-    mode: Option<u32>,
-    modified_at_ms: Option<i64>,
-}
-
-impl Source {
-    async fn open(path: &Path) -> io::Result<Self> {
-        if path.as_os_str() == "-" {
-            return Ok(Self {
-                reader: Box::new(tokio::io::stdin()),
-                size: None,
-                mode: None,
-                modified_at_ms: None,
-            });
-        }
-        let file = tokio::fs::File::open(path).await?;
-        let metadata = file.metadata().await?;
-        if metadata.is_dir() {
-            return Err(io::Error::from(io::ErrorKind::IsADirectory));
-        }
-        // A pipe, `/dev/stdin` or a device says size 0 (or nothing useful): read to the end.
-        let size = metadata.is_file().then_some(metadata.len());
-        // A regular file is read in place; a pipe or a device through tokio, as its reads may
-        // wait for a writer.
-        let reader: Box<dyn AsyncRead + Unpin + Send> = if metadata.is_file() {
-            Box::new(Direct::new(file.into_std().await))
-        } else {
-            Box::new(file)
-        };
-        Ok(Self {
-            reader,
-            size,
-            mode: Some(permission_bits(metadata.permissions().mode())),
-            modified_at_ms: metadata.modified().ok().and_then(millis),
-        })
-    }
-}
-
 /// One file from the sandbox to a local destination; returns the bytes copied.
 async fn get_file(
     fs: &Backend,
@@ -389,27 +144,43 @@ async fn get_file(
     let base = progress.bytes;
     let bar = progress.bar.clone();
     let mut on_progress = |n: u64| bar.set_position(base + n);
-    let (result, local_failed) = match &mut sink {
+    let size = metadata.size;
+    let (result, local_failed, exceeded) = match &mut sink {
         Sink::Stdout => {
-            let mut out = Direct::new(io::stdout());
+            let mut out = Announced::new(Direct::new(io::stdout()), size);
             let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
-            (result, out.failed)
+            (
+                result,
+                out.inner.failed,
+                out.exceeded.then(|| out.failure(source)),
+            )
         }
         Sink::InPlace(file) => {
-            let mut out = Direct::new(file);
+            let mut out = Announced::new(Direct::new(file), size);
             let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
-            (result, out.failed)
+            (
+                result,
+                out.inner.failed,
+                out.exceeded.then(|| out.failure(source)),
+            )
         }
         Sink::Replace { temp, .. } => {
-            let mut out = Direct::new(temp.as_file_mut());
+            let mut out = Announced::new(Direct::new(temp.as_file_mut()), size);
             let result = fs.read_file_to(source, &mut out, &mut on_progress).await;
-            (result, out.failed)
+            (
+                result,
+                out.inner.failed,
+                out.exceeded.then(|| out.failure(source)),
+            )
         }
     };
+    if let Some(failure) = exceeded {
+        return Err(failure);
+    }
     let copied = match result {
         Ok(copied) => copied,
         Err(e) if local_failed => return Err(local_write_failure(&e, &shown)),
-        Err(e) => return Err(Failure::at("cannot read", &source.to_string(), &e)),
+        Err(e) => return Err(Failure::at_path("cannot read", source, &e)),
     };
     let mtime = options.preserve.then_some(metadata.modified_at_ms);
     sink.commit(Some(metadata.mode), mtime).map_err(local)?;
@@ -459,7 +230,7 @@ async fn put_file(
             &mut |n| bar.set_position(base + n),
         )
         .await
-        .map_err(|e| Failure::at("cannot write", &destination.to_string(), &e))?;
+        .map_err(|e| Failure::at_path("cannot write", destination, &e))?;
     progress.file_done(written);
     Ok(written)
 }
@@ -487,163 +258,6 @@ pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), 
     Ok(())
 }
 
-/// An entry of a tree to copy, relative to the tree's top.
-enum Node {
-    Directory {
-        rel: PathBuf,
-        mode: u32,
-    },
-    /// `metadata`: the remote file's, as the plan saw it (local files are stat'ed when sent).
-    File {
-        rel: PathBuf,
-        size: u64,
-        metadata: Option<FileMetadata>,
-    },
-    Symlink {
-        rel: PathBuf,
-        target: PathBuf,
-    },
-}
-
-/// The sandbox tree under `top`, parents before children; specials are warned about and left
-/// out.
-async fn remote_tree(
-    fs: &Backend,
-    top: &AbsolutePathBuf,
-    top_mode: u32,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Node>, Failure> {
-    let mut nodes = vec![Node::Directory {
-        rel: PathBuf::new(),
-        mode: top_mode,
-    }];
-    let mut pending = vec![PathBuf::new()];
-    while let Some(rel) = pending.pop() {
-        let dir = top.join(&rel).expect("relative names hold no NUL");
-        let mut entries = fs
-            .read_directory(&dir)
-            .await
-            .map_err(|e| Failure::at("cannot open directory", &dir.to_string(), &e))?;
-        entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
-        for entry in entries {
-            // Names become local paths: one that is not a single plain component (a broken
-            // or hostile server's `..` or `a/b`) would land outside the destination.
-            if !is_plain_name(&entry.file_name) {
-                return Err(Failure::plain(
-                    format!(
-                        "{}: the server listed an invalid name {}",
-                        quote(&dir.to_string()),
-                        quote(&entry.file_name)
-                    ),
-                    EXIT_FAILURE,
-                ));
-            }
-            let child_rel = rel.join(&entry.file_name);
-            let child = top.join(&child_rel).expect("listed names hold no NUL");
-            if entry.is_symlink {
-                let target = fs
-                    .read_link(&child)
-                    .await
-                    .map_err(|e| Failure::at("cannot read link", &child.to_string(), &e))?;
-                nodes.push(Node::Symlink {
-                    rel: child_rel,
-                    target,
-                });
-            } else if entry.is_directory {
-                let mode = fs.get_metadata(&child).await.map_or(0, |m| m.mode);
-                nodes.push(Node::Directory {
-                    rel: child_rel.clone(),
-                    mode,
-                });
-                pending.push(child_rel);
-            } else if entry.is_file {
-                let metadata = fs
-                    .get_metadata(&child)
-                    .await
-                    .map_err(|e| Failure::at("cannot stat", &child.to_string(), &e))?;
-                nodes.push(Node::File {
-                    rel: child_rel,
-                    size: metadata.size,
-                    metadata: Some(metadata),
-                });
-            } else {
-                warnings.push(format!(
-                    "skipping special file {}",
-                    quote(&child.to_string())
-                ));
-            }
-        }
-    }
-    Ok(nodes)
-}
-
-/// The local tree under `top`, parents before children; specials are warned about and left out.
-fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failure> {
-    let shown = |p: &Path| p.to_string_lossy().into_owned();
-    let fail = |p: &Path, e: io::Error| Failure::at("cannot read local directory", &shown(p), &e);
-    let top_mode = fs::metadata(top)
-        .map_err(|e| fail(top, e))?
-        .permissions()
-        .mode();
-    let mut nodes = vec![Node::Directory {
-        rel: PathBuf::new(),
-        mode: top_mode,
-    }];
-    let mut pending = vec![PathBuf::new()];
-    while let Some(rel) = pending.pop() {
-        let dir = top.join(&rel);
-        let mut entries: Vec<fs::DirEntry> = fs::read_dir(&dir)
-            .and_then(|it| it.collect::<io::Result<_>>())
-            .map_err(|e| fail(&dir, e))?;
-        entries.sort_by_key(fs::DirEntry::file_name);
-        for entry in entries {
-            let child_rel = rel.join(entry.file_name());
-            let path = entry.path();
-            let metadata = fs::symlink_metadata(&path).map_err(|e| fail(&path, e))?;
-            let t = metadata.file_type();
-            if t.is_symlink() {
-                let target = fs::read_link(&path).map_err(|e| fail(&path, e))?;
-                nodes.push(Node::Symlink {
-                    rel: child_rel,
-                    target,
-                });
-            } else if t.is_dir() {
-                nodes.push(Node::Directory {
-                    rel: child_rel.clone(),
-                    mode: metadata.permissions().mode(),
-                });
-                pending.push(child_rel);
-            } else if t.is_file() {
-                nodes.push(Node::File {
-                    rel: child_rel,
-                    size: metadata.len(),
-                    metadata: None,
-                });
-            } else {
-                warnings.push(format!("skipping special file {}", quote(&shown(&path))));
-            }
-        }
-    }
-    Ok(nodes)
-}
-
-/// A name that is exactly one normal path component.
-fn is_plain_name(name: &str) -> bool {
-    let mut components = Path::new(name).components();
-    matches!(components.next(), Some(std::path::Component::Normal(_)))
-        && components.next().is_none()
-        && !name.contains('/')
-}
-
-fn totals(nodes: &[Node]) -> (u64, u64) {
-    nodes
-        .iter()
-        .fold((0, 0), |(files, bytes), node| match node {
-            Node::File { size, .. } => (files + 1, bytes + size),
-            _ => (files, bytes),
-        })
-}
-
 /// One `get` source, a file or (with `-r`) a tree, to `destination`, which is the final name.
 pub async fn get(
     fs: &Backend,
@@ -656,7 +270,7 @@ pub async fn get(
         let metadata = fs
             .get_metadata(source)
             .await
-            .map_err(|e| Failure::at("cannot stat", &source.to_string(), &e))?;
+            .map_err(|e| Failure::at_path("cannot stat", source, &e))?;
         if metadata.is_directory {
             if !options.recursive {
                 return Err(Failure::plain(
@@ -803,9 +417,7 @@ pub async fn put(
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
                     fs.create_directory(&remote, CreateDirectoryOptions { recursive: true })
                         .await
-                        .map_err(|e| {
-                            Failure::at("cannot create directory", &remote.to_string(), &e)
-                        })?;
+                        .map_err(|e| Failure::at_path("cannot create directory", &remote, &e))?;
                 }
                 Node::File { rel, .. } => {
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
@@ -813,9 +425,9 @@ pub async fn put(
                 }
                 Node::Symlink { rel, target } => {
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
-                    fs.create_symlink(&remote, &target).await.map_err(|e| {
-                        Failure::at("cannot create symlink", &remote.to_string(), &e)
-                    })?;
+                    fs.create_symlink(&remote, &target)
+                        .await
+                        .map_err(|e| Failure::at_path("cannot create symlink", &remote, &e))?;
                 }
             }
         }

@@ -203,6 +203,7 @@ fn list_into(
         entries.push(ReadDirectoryEntry {
             file_name: name.to_string_lossy().into_owned(),
             lossy_name: name.to_str().is_none(),
+            raw_name: name.to_str().is_none().then(|| name.to_os_string()),
             is_directory: file_type == FileType::Directory,
             is_file: file_type == FileType::RegularFile,
             is_symlink: file_type == FileType::Symlink,

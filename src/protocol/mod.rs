@@ -517,6 +517,7 @@ impl From<DirectoryEntry> for ReadDirectoryEntry {
             is_file: e.is_file,
             is_symlink: e.is_symlink,
             lossy_name: false,
+            raw_name: None,
         }
     }
 }

@@ -9,17 +9,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use serde::de::{DeserializeOwned, IgnoredAny};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use super::RemoteOptions;
 use super::outgoing::{Outbound, write_out};
+use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id};
 use crate::protocol::{
-    DATA_FRAME_HEADER_LEN, ErrorObject, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
-    InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RequestId, RootDescription,
+    DATA_FRAME_HEADER_LEN, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
+    InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RootDescription,
     data_frame_stream,
 };
 use crate::transport::shared::DirectSocket;
@@ -32,6 +33,15 @@ pub(super) type Reply = Bytes;
 type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
 /// Streamed reads receiving data frames, by stream id.
 pub(super) type Downloads = Arc<Mutex<HashMap<u64, mpsc::Sender<Bytes>>>>;
+
+/// A call or stream that heard nothing from the server within `bound` (`call timeout`,
+/// `stream idle timeout`).
+pub(super) fn no_reply(what: &str, bound: &str, after: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what}: nothing from the server within the {bound} ({after:?})"),
+    )
+}
 
 pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
     io::Error::new(
@@ -65,6 +75,10 @@ pub(super) struct Client {
     pub(super) capfs: bool,
     /// The roots the server announced.
     pub(super) roots: Vec<RootDescription>,
+    /// How long a call waits for its reply.
+    call_timeout: Duration,
+    /// How long a stream goes without progress.
+    pub(super) stream_idle_timeout: Duration,
     /// The command carrying the connection, its process group killed when the client goes
     /// away.
     _command: Option<CommandGroup>,
@@ -134,6 +148,8 @@ impl Client {
             walk: false,
             capfs: false,
             roots: Vec::new(),
+            call_timeout: options.call_timeout,
+            stream_idle_timeout: options.stream_idle_timeout,
             _command: command,
         };
         let params = InitializeParams {
@@ -176,8 +192,9 @@ impl Client {
         params: impl Serialize,
     ) -> io::Result<T> {
         let started = std::time::Instant::now();
-        let reply = self.start_call(method, params).await?;
-        let result = finish(method, reply.await);
+        let (id, reply) = self.start_call(method, params).await?;
+        let reply = self.reply_in_time(method, id, reply).await?;
+        let result = finish(method, reply);
         tracing::debug!(
             method,
             ms = started.elapsed().as_secs_f64() * 1000.0,
@@ -216,7 +233,8 @@ impl Client {
             return Err(unsupported());
         }
         let started = std::time::Instant::now();
-        let reply = self.start_call(method, params).await?.await;
+        let (id, reply) = self.start_call(method, params).await?;
+        let reply = self.reply_in_time(method, id, reply).await?;
         tracing::debug!(
             method,
             ms = started.elapsed().as_secs_f64() * 1000.0,
@@ -229,12 +247,29 @@ impl Client {
         finish(method, Ok(reply))
     }
 
-    /// Sends a request and returns the receiver of its reply.
+    /// Waits for the reply to call `id` for at most the call timeout; past it the call is
+    /// forgotten (a late reply is dropped) and fails with `TimedOut`.
+    async fn reply_in_time(
+        &self,
+        method: &str,
+        id: i64,
+        reply: oneshot::Receiver<Reply>,
+    ) -> io::Result<Result<Reply, oneshot::error::RecvError>> {
+        match tokio::time::timeout(self.call_timeout, reply).await {
+            Ok(reply) => Ok(reply),
+            Err(_) => {
+                self.forget(id);
+                Err(no_reply(method, "call timeout", self.call_timeout))
+            }
+        }
+    }
+
+    /// Sends a request; returns its id and the receiver of its reply.
     pub(super) async fn start_call(
         &self,
         method: &str,
         params: impl Serialize,
-    ) -> io::Result<oneshot::Receiver<Reply>> {
+    ) -> io::Result<(i64, oneshot::Receiver<Reply>)> {
         let id = self.new_id();
         // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
         let text = serde_json::to_string(&OutgoingRequest { id, method, params })
@@ -253,10 +288,11 @@ impl Client {
             self.forget(id);
             return Err(connection_lost());
         }
-        Ok(rx)
+        Ok((id, rx))
     }
 
-    fn forget(&self, id: i64) {
+    /// Drops the waiter of call `id`: its reply, if it ever comes, is ignored.
+    pub(super) fn forget(&self, id: i64) {
         if let Some(map) = self.pending.lock().expect("pending map lock").as_mut() {
             map.remove(&id);
         }
@@ -278,7 +314,16 @@ async fn read_replies<S>(mut stream: S, pending: Pending, downloads: Downloads)
 where
     S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
 {
-    while let Some(Ok(frame)) = stream.next().await {
+    let mut broken = None;
+    loop {
+        let frame = match stream.next().await {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                broken = broken_by(&e);
+                break;
+            }
+            None => break,
+        };
         let bytes = match frame {
             WsMessage::Text(text) => Bytes::clone(text.as_ref()),
             WsMessage::Binary(bytes) => {
@@ -308,48 +353,14 @@ where
             let _ = waiter.send(bytes);
         }
     }
-    // Dropping every waiter wakes each pending call with `BrokenPipe`.
-    pending.lock().expect("pending map lock").take();
+    // Dropping every waiter wakes each pending call with `BrokenPipe`; when the server broke
+    // the protocol, each is answered with what it did instead.
+    let waiters = pending.lock().expect("pending map lock").take();
     downloads.lock().expect("downloads lock").clear();
-}
-
-/// The id of the call a reply answers, or `None` when `message` is not a reply to one of ours
-/// (a request or notification from the server, a string id, not a JSON object). Only the
-/// envelope is looked at; the caller decodes the rest.
-fn reply_id(message: &[u8]) -> Option<i64> {
-    // A capfs server writes the id first: `{"id":7,"result":...` or `{"id":7,"error":...`.
-    if let Some(rest) = message.strip_prefix(br#"{"id":"#) {
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        let tail = &rest[digits..];
-        if (1..=18).contains(&digits)
-            && (tail.starts_with(br#","result":"#) || tail.starts_with(br#","error":"#))
-        {
-            return std::str::from_utf8(&rest[..digits]).ok()?.parse().ok();
+    if let (Some(broken), Some(waiters)) = (broken, waiters) {
+        for (id, waiter) in waiters {
+            let _ = waiter.send(local_error_reply(id, &broken));
         }
-    }
-    /// Just the members that tell a reply from a message of another kind.
-    #[derive(Deserialize)]
-    struct Envelope {
-        id: Option<RequestId>,
-        #[serde(default, deserialize_with = "present")]
-        method: bool,
-        #[serde(default, deserialize_with = "present")]
-        result: bool,
-        #[serde(default, deserialize_with = "present")]
-        error: bool,
-    }
-    /// True for a member that is there, whatever its value (`null` included).
-    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        IgnoredAny::deserialize(d).map(|_| true)
-    }
-    match serde_json::from_slice(message).ok()? {
-        Envelope {
-            id: Some(RequestId::Integer(id)),
-            method: false,
-            result,
-            error,
-        } if result || error => Some(id),
-        _ => None,
     }
 }
 
@@ -359,101 +370,4 @@ struct OutgoingRequest<'a, P> {
     id: i64,
     method: &'a str,
     params: P,
-}
-
-/// A reply decoded into the result type the caller expects.
-#[derive(Deserialize)]
-struct Answer<T> {
-    result: Option<T>,
-    error: Option<ErrorObject>,
-}
-
-/// Decodes a reply: the server's error as the `io::Error` it stands for, a result as `T`.
-pub(super) fn finish<T: DeserializeOwned>(
-    method: &str,
-    reply: Result<Reply, oneshot::error::RecvError>,
-) -> io::Result<T> {
-    let reply = reply.map_err(|_| connection_lost())?;
-    let unexpected = |e: &dyn std::fmt::Display| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{method}: unexpected result from server: {e}"),
-        )
-    };
-    let answer: Answer<T> = serde_json::from_slice(&reply).map_err(|e| unexpected(&e))?;
-    match answer {
-        Answer {
-            error: Some(error), ..
-        } => Err(error.into_io()),
-        Answer {
-            result: Some(result),
-            ..
-        } => Ok(result),
-        Answer { .. } => Err(unexpected(&"neither a result nor an error")),
-    }
-}
-
-/// The code of an error reply; `None` for a result.
-fn error_code(reply: &[u8]) -> Option<i64> {
-    #[derive(Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    #[derive(Deserialize)]
-    struct Coded {
-        error: Option<Code>,
-    }
-    serde_json::from_slice::<Coded>(reply)
-        .ok()
-        .and_then(|c| c.error)
-        .map(|e| e.code)
-}
-
-/// The empty result of mutating methods; any object is accepted.
-#[derive(Debug, Deserialize)]
-pub(super) struct Empty {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replies_are_told_from_other_messages() {
-        assert_eq!(reply_id(br#"{"id":7,"result":{}}"#), Some(7));
-        assert_eq!(
-            reply_id(br#"{"id":8,"error":{"code":1,"message":"m"}}"#),
-            Some(8)
-        );
-        // Members in another order, as another server may send them.
-        assert_eq!(
-            reply_id(br#"{"jsonrpc":"2.0","result":null,"id":9}"#),
-            Some(9)
-        );
-        // A request or notification from the server is not a reply, whatever its id.
-        assert_eq!(reply_id(br#"{"id":7,"method":"x","result":1}"#), None);
-        assert_eq!(reply_id(br#"{"method":"x"}"#), None);
-        assert_eq!(reply_id(br#"{"id":"7","result":{}}"#), None);
-        assert_eq!(reply_id(br#"{"id":7}"#), None);
-        assert_eq!(reply_id(b"[1]"), None);
-        assert_eq!(
-            reply_id(br#"{"id":99999999999999999999,"result":{}}"#),
-            None
-        );
-    }
-
-    #[test]
-    fn replies_decode_into_the_expected_type() {
-        let ok: InitializeResponse =
-            finish("m", Ok(Bytes::from_static(br#"{"id":1,"result":{}}"#))).unwrap();
-        assert_eq!(ok, InitializeResponse::default());
-        let reply =
-            br#"{"id":1,"error":{"code":-32600,"message":"/a: nope","data":{"kind":"NotFound"}}}"#;
-        let err = finish::<Empty>("m", Ok(Bytes::from_static(reply))).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        let reply = br#"{"id":1,"result":[1]}"#;
-        let err = finish::<Empty>("m", Ok(Bytes::from_static(reply))).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        let err = finish::<Empty>("m", Ok(Bytes::from_static(br#"{"id":1}"#))).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-    }
 }

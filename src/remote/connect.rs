@@ -17,11 +17,13 @@ use super::RemoteOptions;
 use super::client::{Client, CommandGroup, timed_out};
 use crate::transport::shared::{DirectSocket, SharedSocket};
 
-/// No bound on incoming messages: the server is trusted to send what the client asked for.
-fn client_ws_config() -> WebSocketConfig {
+/// The bounds on what the server sends: a frame or message longer than
+/// `options.max_message_bytes` ends the connection when its header announces it, before
+/// anything is allocated for it (a header that announces a terabyte is refused, not trusted).
+fn client_ws_config(options: &RemoteOptions) -> WebSocketConfig {
     WebSocketConfig::default()
-        .max_message_size(None)
-        .max_frame_size(None)
+        .max_message_size(Some(options.max_message_bytes))
+        .max_frame_size(Some(options.max_message_bytes))
 }
 
 /// The TLS connector of `wss://`: the platform's roots plus those in `ca_file`.
@@ -95,15 +97,28 @@ async fn connect_tcp(request: &Request) -> Result<tokio::net::TcpStream, WsError
     Ok(tcp)
 }
 
+/// Longest part of a refusing server's HTTP body kept in the error, in characters.
+const MAX_BODY_CHARS: usize = 200;
+
 /// Maps a failed WebSocket connect to an `io::Error` a person can act on.
 fn connect_error(url: &str, err: WsError) -> io::Error {
     match err {
         WsError::Http(response) => {
             let status = response.status();
+            // The server's own text: at most MAX_BODY_CHARS of it (a caller that prints it
+            // escapes it for the terminal).
             let body = response
                 .body()
                 .as_ref()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .map(|b| {
+                    let text = String::from_utf8_lossy(b);
+                    match text.char_indices().nth(MAX_BODY_CHARS) {
+                        Some((end, _)) => {
+                            format!("{}…[cut {} bytes]", &text[..end], text.len() - end)
+                        }
+                        None => text.into_owned(),
+                    }
+                })
                 .unwrap_or_default();
             let kind = match status {
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => io::ErrorKind::PermissionDenied,
@@ -154,7 +169,7 @@ impl RemoteFileSystem {
             let tcp = connect_tcp(&request).await?;
             let shared = SharedSocket::new(tcp);
             let socket = shared.direct();
-            let config = Some(client_ws_config());
+            let config = Some(client_ws_config(&options));
             let (ws, _) =
                 tokio_tungstenite::client_async_with_config(request, shared, config).await?;
             Ok((ws, socket))
@@ -167,7 +182,7 @@ impl RemoteFileSystem {
     #[cfg(feature = "tls")]
     async fn connect_tls(url: &str, request: Request, options: RemoteOptions) -> io::Result<Self> {
         let tls = tls_connector(options.ca_file.as_deref())?;
-        let config = Some(client_ws_config());
+        let config = Some(client_ws_config(&options));
         let connect =
             tokio_tungstenite::connect_async_tls_with_config(request, config, true, Some(tls));
         let (ws, _) = within(url, &options, connect).await?;
@@ -226,7 +241,7 @@ impl RemoteFileSystem {
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
             io,
             Role::Client,
-            Some(client_ws_config()),
+            Some(client_ws_config(&options)),
         )
         .await;
         Self::start(ws, None, &options, Some(child))

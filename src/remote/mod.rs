@@ -13,6 +13,7 @@ mod client;
 mod connect;
 mod options;
 mod outgoing;
+mod reply;
 mod stream;
 
 use std::io;
@@ -36,8 +37,9 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
     WriteOptions,
 };
-use client::{Client, Empty};
+use client::Client;
 pub use options::RemoteOptions;
+use reply::Empty;
 use stream::STREAM_WRITE_THRESHOLD;
 
 /// An [`ExecutorFileSystem`] served by a remote `capfs serve`.
@@ -195,6 +197,13 @@ impl ExecutorFileSystem for RemoteFileSystem {
                 response.non_utf8_names_omitted
             );
         }
+        if let Some(bad) = response
+            .entries
+            .iter()
+            .find(|e| !is_plain_name(&e.file_name))
+        {
+            return Err(invalid_name(path, &bad.file_name));
+        }
         Ok(response.entries.into_iter().map(Into::into).collect())
     }
 
@@ -280,6 +289,27 @@ impl ExecutorFileSystem for RemoteFileSystem {
         }
         let params = WalkParams::new(path.clone(), options);
         let response: WalkResponse = self.client.call(CAPFS_WALK_METHOD, params).await?;
+        if let Some(bad) = response
+            .entries
+            .iter()
+            .find(|e| !e.path.split('/').all(is_plain_name))
+        {
+            return Err(invalid_name(path, &bad.path));
+        }
         Ok(response.into())
     }
+}
+
+/// A name a listing may hold: exactly one component, neither `.` nor `..`, without `/` or NUL.
+/// Anything else would name another entry than the one listed, or none (a path cannot hold
+/// NUL), so a server that sends it is broken or hostile.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
+fn invalid_name(path: &AbsolutePathBuf, name: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{path}: the server listed an invalid name {name:?}"),
+    )
 }

@@ -4,12 +4,13 @@
 use std::io;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::RemoteFileSystem;
-use super::client::{Downloads, connection_lost, finish};
+use super::client::{Downloads, connection_lost, no_reply};
 use super::outgoing::{Frames, Outbound};
+use super::reply::finish;
 use crate::error::{check_stream_size, stream_ended_early};
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
@@ -53,28 +54,48 @@ impl RemoteFileSystem {
             stream_id,
             max_bytes,
         };
-        let mut reply = client
+        let (id, mut reply) = client
             .start_call(CAPFS_READ_FILE_STREAM_METHOD, params)
             .await?;
+        let idle = client.stream_idle_timeout;
+        let stalled = || {
+            client.forget(id);
+            no_reply(CAPFS_READ_FILE_STREAM_METHOD, "stream idle timeout", idle)
+        };
+        // More than `max_bytes` is refused here too: a server that ignores the bound cannot
+        // make the client hold more.
+        let too_much = |received: u64| match max_bytes {
+            Some(max) if received > max => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: the server sent more than the {max} bytes asked for"),
+            )),
+            _ => Ok(()),
+        };
+        let deadline = tokio::time::sleep(idle);
+        tokio::pin!(deadline);
         let mut received = 0u64;
         let reply = loop {
             tokio::select! {
                 biased;
                 chunk = chunks.recv() => match chunk {
                     Some(chunk) => {
-                        writer.write_all(&chunk).await?;
                         received += chunk.len() as u64;
+                        too_much(received)?;
+                        writer.write_all(&chunk).await?;
                         progress(received);
+                        deadline.as_mut().reset(tokio::time::Instant::now() + idle);
                     }
                     None => break (&mut reply).await,
                 },
                 reply = &mut reply => break reply,
+                () = &mut deadline => return Err(stalled()),
             }
         };
         // Every data frame precedes the reply on the socket, so the rest are queued already.
         while let Ok(chunk) = chunks.try_recv() {
-            writer.write_all(&chunk).await?;
             received += chunk.len() as u64;
+            too_much(received)?;
+            writer.write_all(&chunk).await?;
             progress(received);
         }
         writer.flush().await?;
@@ -126,9 +147,16 @@ impl RemoteFileSystem {
             mode: options.mode,
             modified_at_ms: options.modified_at_ms,
         };
-        let mut reply = client
+        let (id, mut reply) = client
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)
             .await?;
+        let idle = client.stream_idle_timeout;
+        // The server takes no frame, or gives no final reply, within the idle timeout.
+        let stalled = || {
+            client.abort_upload(&data_frame_header(stream_id));
+            client.forget(id);
+            no_reply(CAPFS_WRITE_FILE_STREAM_METHOD, "stream idle timeout", idle)
+        };
         let header = data_frame_header(stream_id);
         let mut frames = Frames::new(client.direct_frames);
         let mut sent = 0u64;
@@ -137,7 +165,13 @@ impl RemoteFileSystem {
             if left == 0 {
                 break;
             }
-            if let Ok(early) = reply.try_recv() {
+            let early = match reply.try_recv() {
+                Ok(early) => Some(early),
+                Err(oneshot::error::TryRecvError::Empty) => None,
+                // The connection is gone (the receiver cannot be polled again after this).
+                Err(oneshot::error::TryRecvError::Closed) => return Err(connection_lost()),
+            };
+            if let Some(early) = early {
                 // Refused before all the data went out (bad path, read-only root, ...).
                 let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
                 return Err(io::Error::new(
@@ -157,16 +191,22 @@ impl RemoteFileSystem {
                 }
                 // The end of an unsized write: an empty last frame.
                 let last = data_frame_last_header(stream_id);
-                client
-                    .send(Outbound::Message(WsMessage::Binary(last.to_vec().into())))
-                    .await?;
+                let last = Outbound::Message(WsMessage::Binary(last.to_vec().into()));
+                tokio::time::timeout(idle, client.send(last))
+                    .await
+                    .map_err(|_| stalled())??;
                 break;
             }
-            client.send(frames.take(&header, n)).await?;
+            tokio::time::timeout(idle, client.send(frames.take(&header, n)))
+                .await
+                .map_err(|_| stalled())??;
             sent += n as u64;
             progress(sent);
         }
-        let done: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply.await)?;
+        let reply = tokio::time::timeout(idle, reply)
+            .await
+            .map_err(|_| stalled())?;
+        let done: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply)?;
         if done.size != sent {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

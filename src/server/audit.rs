@@ -1,8 +1,10 @@
 //! The audit log: one JSON line per request, for operators and security reviewers.
 //!
-//! A line holds the time, the connection and its peer, the method, the paths it named, the
-//! outcome (`ok` or the `io::ErrorKind` name), whether it was a denial, the bytes moved and the
-//! duration. It never holds file contents or the token.
+//! A line holds the time, the connection and its peer, the method, the paths it named (each
+//! once, as sent), the outcome (`ok` or the `io::ErrorKind` name), whether it was a denial, the
+//! bytes moved and the duration. It never holds file contents or the token. Every text field is
+//! bounded where the line is serialised, whoever built the record: a peer cannot make a line
+//! longer than a few kilobytes, whatever it sends.
 //!
 //! Lines are formatted off the lock and written whole under one mutex into a line-buffered
 //! writer, so concurrent requests never interleave partial lines; a line reaches the kernel as
@@ -15,19 +17,21 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
 use serde_json::Value;
+
+mod bounds;
+
+pub(crate) use bounds::raw_paths;
+
+use serde::Serialize;
 
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, error_kind_name,
 };
+use crate::terminal::TerminalSafe;
 
 /// The outcome of a request that succeeded.
 pub const OUTCOME_OK: &str = "ok";
-/// Longest error message copied into a line; the rest is cut, so a hostile request cannot make
-/// the log carry large attacker-chosen text.
-const MAX_ERROR_CHARS: usize = 200;
-
 /// Where audit lines go. Cloning gives another handle on the same writer.
 #[derive(Clone)]
 pub struct AuditLog {
@@ -70,7 +74,13 @@ impl AuditLog {
     /// Writes one record as one line. A failing writer is reported in the tracing log; the
     /// request itself is not failed by it.
     pub fn record(&self, record: &AuditRecord<'_>) {
-        let mut line = serde_json::to_vec(record).expect("audit records always serialize");
+        // Written for a terminal too (`--audit-log -`): the characters a terminal would act
+        // on are escaped as `\uXXXX`, C1 and bidirectional controls included.
+        let mut line = Vec::with_capacity(256);
+        let mut json = serde_json::Serializer::with_formatter(&mut line, TerminalSafe::compact());
+        record
+            .serialize(&mut json)
+            .expect("audit records always serialize");
         line.push(b'\n');
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = writer.write_all(&line) {
@@ -79,8 +89,10 @@ impl AuditLog {
     }
 }
 
-/// One audit line. Field names are the documented format (README, "Audit log").
-#[derive(Debug, Serialize)]
+/// One audit line. Field names are the documented format (README, "Audit log"). Serialising
+/// it bounds every text field: at most 1,000 characters each (200 for `error`),
+/// at most 8 paths, a longer text cut with `…[cut N bytes]` at its end.
+#[derive(Debug)]
 pub struct AuditRecord<'a> {
     /// UTC, RFC 3339 with milliseconds: `2026-01-31T12:00:00.123Z`.
     pub time: String,
@@ -90,7 +102,7 @@ pub struct AuditRecord<'a> {
     pub peer: &'a str,
     /// The request's method, or [`HANDSHAKE_METHOD`] for a refused handshake.
     pub method: &'a str,
-    /// The paths the request named, as sent.
+    /// The paths the request named, each once, as sent (a link's target included).
     pub paths: &'a [String],
     /// `ok`, or the `io::ErrorKind` name of the failure (`PermissionDenied`, `NotFound`, ...).
     pub outcome: &'a str,
@@ -98,10 +110,8 @@ pub struct AuditRecord<'a> {
     /// or a mutation under a read-only root.
     pub denied: bool,
     /// The JSON-RPC error code, for failures.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<i64>,
-    /// The error message (at most 200 characters), for failures.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The error message (written cut to 200 characters), for failures.
     pub error: Option<String>,
     /// File bytes read or written.
     pub bytes: u64,
@@ -124,8 +134,7 @@ impl<'a> AuditRecord<'a> {
             Ok(_) => (OUTCOME_OK, None, None),
             Err(e) => {
                 let kind = error_kind_name(e.clone().into_io().kind());
-                let message: String = e.message.chars().take(MAX_ERROR_CHARS).collect();
-                (kind, Some(e.code), Some(message))
+                (kind, Some(e.code), Some(e.message.clone()))
             }
         };
         Self {
@@ -226,35 +235,10 @@ pub(crate) fn record_refused_handshake(
     });
 }
 
-/// Longest path copied into a line, in characters.
-const MAX_PATH_CHARS: usize = 1_000;
-
-/// The paths a request names, as sent: the `path`, `sourcePath` and `destinationPath` members
-/// of its raw params, for requests refused before (or while) their params were parsed. A member
-/// that is not a string is written as its JSON text; each is cut to [`MAX_PATH_CHARS`].
 /// True when a request's paths will be written somewhere: to `audit`, or to the debug log.
 /// Otherwise the server does not spend time copying them.
 pub(crate) fn keeps_paths(audit: Option<&AuditLog>) -> bool {
     audit.is_some() || tracing::enabled!(tracing::Level::DEBUG)
-}
-
-pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
-    ["path", "sourcePath", "destinationPath"]
-        .iter()
-        .filter_map(|key| params?.get(key))
-        .map(|value| match value {
-            Value::String(text) => cut(text),
-            other => cut(&other.to_string()),
-        })
-        .collect()
-}
-
-fn cut(text: &str) -> String {
-    let end = text
-        .char_indices()
-        .nth(MAX_PATH_CHARS)
-        .map_or(text.len(), |(at, _)| at);
-    text[..end].to_string()
 }
 
 fn rfc3339_now() -> String {
@@ -295,24 +279,6 @@ mod tests {
     }
 
     #[test]
-    fn raw_paths_are_kept_as_sent_and_cut() {
-        let params = serde_json::json!({
-            "path": "relative/x",
-            "sourcePath": 7,
-            "destinationPath": {"a": ["/b"]},
-            "other": "/not-a-path",
-        });
-        assert_eq!(
-            raw_paths(Some(&params)),
-            ["relative/x", "7", r#"{"a":["/b"]}"#]
-        );
-        let long = serde_json::json!({"path": "x".repeat(5_000)});
-        assert_eq!(raw_paths(Some(&long))[0].len(), MAX_PATH_CHARS);
-        assert!(raw_paths(None).is_empty());
-        assert!(raw_paths(Some(&Value::Null)).is_empty());
-    }
-
-    #[test]
     fn a_denial_is_marked_and_carries_no_contents() {
         let paths = vec!["/etc/passwd".to_string()];
         let err = ErrorObject::from_io(&io::Error::new(
@@ -347,6 +313,38 @@ mod tests {
         assert_eq!(line["outcome"], "ok");
         assert_eq!(line["denied"], false);
         assert!(line.get("error").is_none());
+    }
+
+    #[test]
+    fn lines_carry_c1_and_bidi_controls_escaped() {
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let paths = vec!["/ws/\u{1b}]0;x\u{7}\u{9b}2J\u{202e}gpj.exe".to_string()];
+        AuditLog::to_writer(sink.clone()).record(&AuditRecord::new(
+            1,
+            "stdio",
+            "fs/readFile\u{2028}",
+            &paths,
+            &Ok(Value::Null),
+            0,
+            Duration::ZERO,
+        ));
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let line = text.strip_suffix('\n').unwrap();
+        assert!(!line.chars().any(crate::terminal::is_unsafe), "{line:?}");
+        let value: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(value["paths"][0], paths[0].as_str());
+        assert_eq!(value["method"], "fs/readFile\u{2028}");
     }
 
     #[test]

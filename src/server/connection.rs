@@ -299,7 +299,7 @@ impl Connection {
             let Ok(in_flight) = in_flight.acquire_owned().await else {
                 return;
             };
-            let mut outcome = handler::Outcome::new(audit::keeps_paths(log.audit.as_ref()));
+            let mut outcome = handler::Outcome::default();
             let max_message_bytes = shared.config.max_message_bytes;
             let working = work.acquire().await;
             let fs: &dyn ExecutorFileSystem = &*shared.fs;
@@ -313,10 +313,6 @@ impl Connection {
             )
             .await;
             drop(working);
-            let log = RequestLog {
-                paths: outcome.paths,
-                ..log
-            };
             log.finish(&Payload::for_log(&reply), outcome.bytes);
             send_reply(&out, id, reply).await;
             drop((in_flight, admitted));

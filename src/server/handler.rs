@@ -10,7 +10,6 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::audit;
 use super::codex::{self as codex_methods, ConnectionState};
 use super::outgoing::Outgoing;
 use crate::error;
@@ -27,8 +26,8 @@ use crate::protocol::{
     WriteFileParams,
 };
 use crate::{
-    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions,
-    RenameOptions, WriteOptions,
+    CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
+    WriteOptions,
 };
 
 /// Where a method runs on a connection.
@@ -172,35 +171,11 @@ pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
     base64_len(len).saturating_add(REPLY_ENVELOPE_BYTES as u64) <= max_message_bytes as u64
 }
 
-/// What a request did, for logs: the paths it named (only when something will log them) and
-/// the bytes it moved.
+/// What a request did, for logs: the bytes it moved. (Its paths are logged as sent, from its
+/// raw params: `audit::raw_paths`.)
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
-    pub(crate) keep_paths: bool,
-    pub(crate) paths: Vec<String>,
     pub(crate) bytes: u64,
-}
-
-impl Outcome {
-    /// An outcome that keeps the request's paths when `keep_paths`.
-    pub(crate) fn new(keep_paths: bool) -> Self {
-        Self {
-            keep_paths,
-            ..Self::default()
-        }
-    }
-
-    pub(crate) fn name(&mut self, paths: &[&AbsolutePathBuf]) {
-        if self.keep_paths {
-            self.paths = paths.iter().map(ToString::to_string).collect();
-        }
-    }
-
-    fn add(&mut self, path: &AbsolutePathBuf) {
-        if self.keep_paths {
-            self.paths.push(path.to_string());
-        }
-    }
 }
 
 /// Runs the fs method `method` with `params` on `fs`; a `fs/readFile` reply may be at most
@@ -213,11 +188,6 @@ pub(crate) async fn dispatch(
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
-    // What was sent, for the audit line of a request whose params do not parse; replaced by
-    // the parsed paths once they do.
-    if outcome.keep_paths {
-        outcome.paths = audit::raw_paths(params.as_ref());
-    }
     let form = uri::plain_params(&mut params)?;
     let touch = self::method(method).map_or(Touch::Nothing, |m| m.touch);
     codex_methods::check_policy(fs, touch, params.as_ref())
@@ -253,7 +223,6 @@ async fn dispatch_fs(
     match method {
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let too_large = || {
                 io(error::reply_too_large(
                     &p.path,
@@ -278,7 +247,6 @@ async fn dispatch_fs(
         }
         FS_WRITE_FILE_METHOD => {
             let p: WriteFileParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let data = STANDARD.decode(p.data_base64.as_bytes()).map_err(|e| {
                 invalid_input(
                     INVALID_REQUEST,
@@ -303,7 +271,6 @@ async fn dispatch_fs(
         }
         FS_CREATE_DIRECTORY_METHOD => {
             let p: CreateDirectoryParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let options = CreateDirectoryOptions {
                 recursive: p.recursive.unwrap_or(true),
             };
@@ -312,13 +279,11 @@ async fn dispatch_fs(
         }
         FS_GET_METADATA_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let metadata = fs.get_metadata(&p.path).await.map_err(io)?;
             reply(GetMetadataResponse::from(metadata))
         }
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let mut entries = fs.read_directory(&p.path).await.map_err(io)?;
             if form == uri::PathForm::Uri {
                 // The current protocol types a link by what it leads to, as codex's own server
@@ -342,7 +307,6 @@ async fn dispatch_fs(
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
-            outcome.name(&[&p.path]);
             let options = RemoveOptions {
                 recursive: p.recursive.unwrap_or(true),
                 force: p.force.unwrap_or(true),
@@ -352,7 +316,6 @@ async fn dispatch_fs(
         }
         FS_COPY_METHOD => {
             let p: CopyParams = parse(params)?;
-            outcome.name(&[&p.source_path, &p.destination_path]);
             let options = CopyOptions {
                 recursive: p.recursive.unwrap_or(false),
             };
@@ -363,7 +326,6 @@ async fn dispatch_fs(
         }
         FS_RENAME_METHOD => {
             let p: RenameParams = parse(params)?;
-            outcome.name(&[&p.source_path, &p.destination_path]);
             let options = RenameOptions {
                 overwrite: p.overwrite.unwrap_or(false),
             };
@@ -374,7 +336,6 @@ async fn dispatch_fs(
         }
         CAPFS_READ_LINK_METHOD => {
             let p: PathParams = parse(params)?;
-            outcome.add(&p.path);
             let target = fs.read_link(&p.path).await.map_err(io)?;
             let target = target.into_os_string().into_string().map_err(|_| {
                 invalid_input(
@@ -386,7 +347,6 @@ async fn dispatch_fs(
         }
         CAPFS_CREATE_SYMLINK_METHOD => {
             let p: CreateSymlinkParams = parse(params)?;
-            outcome.add(&p.path);
             if p.target.is_empty() || p.target.contains('\0') {
                 return Err(invalid_input(
                     INVALID_PARAMS,
@@ -400,7 +360,6 @@ async fn dispatch_fs(
         }
         CAPFS_WALK_METHOD => {
             let p: WalkParams = parse(params)?;
-            outcome.add(&p.path);
             let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
             outcome.bytes = walk.entries.len() as u64;
             reply(WalkResponse::from(walk))

@@ -25,6 +25,10 @@
 //!   well-behaved client, with thread, memory and latency figures;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
 //! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks;
+//! - `hostile_server`, `lying_server`: the client against a fake server written in the test:
+//!   its texts reach the terminal escaped; its frames, silences and lies are bounded errors;
+//! - `client_names`: local names that are not UTF-8, shown escaped and acted on exactly;
+//! - `audit_lines`: every field of an audit line bounded, each path once and as sent;
 //! - `walk`: the confined tree walk, locally and as `capfs/walk`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
@@ -33,16 +37,20 @@
 mod common;
 mod serve;
 
+mod audit_lines;
 mod cap_std_gaps;
 mod cli;
+mod client_names;
 mod codex_protocol;
 mod codex_races;
 mod copies;
 mod faults;
 mod fuzz_regressions;
 mod hostile;
+mod hostile_server;
 mod listening;
 mod load;
+mod lying_server;
 mod operating;
 mod properties;
 mod protocol;

@@ -518,7 +518,14 @@ async fn raw_peers_are_audited_with_their_refusals() {
     assert_eq!(lines[1]["method"], "initialize");
     assert_eq!(lines[2]["method"], "fs/chmod");
     assert_eq!(lines[3]["method"], "fs/readFile");
-    assert_eq!(lines[3]["paths"], json!(["/etc/passwd"]));
+    // As sent, `..` and all; the error names where it led.
+    assert_eq!(lines[3]["paths"], json!([dotdot]));
+    assert!(
+        lines[3]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("/etc/passwd:")
+    );
     assert_eq!(lines[3]["outcome"], "PermissionDenied");
     assert_eq!(lines[3]["denied"], true);
     assert_ne!(lines[0]["connection"], lines[3]["connection"]);

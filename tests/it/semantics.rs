@@ -360,6 +360,7 @@ async fn read_directory_is_whole_on_either_side_of_the_inline_bound(remote: bool
                 is_file,
                 is_symlink,
                 lossy_name: false,
+                raw_name: None,
             });
         }
         let mut entries = env.fs.read_directory(&env.p(&dir)).await.unwrap();
@@ -388,6 +389,7 @@ async fn read_directory_lists_every_entry_with_its_own_type(remote: bool) {
         is_file: file,
         is_symlink: link,
         lossy_name: false,
+        raw_name: None,
     };
     assert_eq!(
         entries,

@@ -18,8 +18,6 @@ use capfs::{
 
 /// The peer every line names.
 const PEER: &str = "mcp";
-/// Longest error message copied into a line, as `serve` cuts them.
-const MAX_ERROR_CHARS: usize = 200;
 
 /// An [`ExecutorFileSystem`] that writes an audit line for each call it passes on.
 pub(crate) struct Audited<F> {
@@ -40,9 +38,13 @@ impl<F> Audited<F> {
         let (outcome, code, error) = match result {
             Ok(_) => (OUTCOME_OK, None, None),
             Err(e) => {
+                // Cut with a marker when the line is written, as `serve` cuts its own.
                 let reply = ErrorObject::from_io(e);
-                let message: String = reply.message.chars().take(MAX_ERROR_CHARS).collect();
-                (error_kind_name(e.kind()), Some(reply.code), Some(message))
+                (
+                    error_kind_name(e.kind()),
+                    Some(reply.code),
+                    Some(reply.message),
+                )
             }
         };
         self.log.record(&AuditRecord {

@@ -143,7 +143,6 @@ pub(crate) async fn dispatch(
         FS_WALK_METHOD => {
             async {
                 let p: CodexWalkParams = parse(params.take())?;
-                outcome.name(&[&p.path]);
                 let found = walk::walk(fs, &p.path, &p.options, form, max_message_bytes)
                     .await
                     .map_err(io)?;
@@ -159,7 +158,6 @@ pub(crate) async fn dispatch(
         FS_CANONICALIZE_METHOD => {
             async {
                 let p: PathParams = parse(params.take())?;
-                outcome.name(&[&p.path]);
                 let path = canonical::canonicalize(fs, &p.path).await.map_err(io)?;
                 reply(CanonicalizeResponse {
                     path: spell(&path, form),
@@ -170,7 +168,6 @@ pub(crate) async fn dispatch(
         FS_OPEN_METHOD => {
             async {
                 let p: OpenParams = parse(params.take())?;
-                outcome.name(&[&p.path]);
                 match (p.mode, &state.fs) {
                     (OpenMode::Read, _) => {
                         state
