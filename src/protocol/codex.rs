@@ -26,6 +26,8 @@ pub const FS_READ_BLOCK_METHOD: &str = "fs/readBlock";
 pub const FS_WRITE_BLOCK_METHOD: &str = "fs/writeBlock";
 /// `fs/close`: closes a handle; a replace handle's file is replaced then.
 pub const FS_CLOSE_METHOD: &str = "fs/close";
+/// `fs/watchMissing`: a notification `fs/missingChanged` once a missing path appears.
+pub const FS_WATCH_MISSING_METHOD: &str = "fs/watchMissing";
 
 /// The error code codex gives `NotFound` failures; its client reads the kind from the code.
 pub const NOT_FOUND_CODE: i64 = -32004;

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
+use super::codex::watch::MAX_WATCHES_PER_SERVER;
 use super::config::ServerConfig;
 use super::handler::{self, Payload, Runs, send, send_reply};
 use super::outgoing::{self, Outgoing};
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) sessions: Arc<Sessions>,
     /// `fs/open` handles open at once across the server.
     pub(crate) handles: Arc<Semaphore>,
+    /// `fs/watchMissing` watches at once across the server.
+    pub(crate) watches: Arc<Semaphore>,
 }
 
 /// `fs/open` handles open at once across a server (each read handle holds a descriptor).
@@ -60,6 +63,7 @@ impl Shared {
             work: Arc::new(Semaphore::new(config.max_blocking)),
             sessions: Arc::new(Sessions::new(config.session_ttl)),
             handles: Arc::new(Semaphore::new(MAX_OPEN_HANDLES)),
+            watches: Arc::new(Semaphore::new(MAX_WATCHES_PER_SERVER)),
             config,
         }
     }
@@ -100,6 +104,7 @@ impl Connection {
                 Arc::clone(&shared.fs),
                 Arc::clone(&shared.sessions),
                 Arc::clone(&shared.handles),
+                Arc::clone(&shared.watches),
             );
         Self {
             shared,
@@ -130,6 +135,8 @@ impl Connection {
     {
         let (sink, mut stream) = ws.split();
         let (out_tx, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
+        let watches = Arc::clone(&self.session.connection().watches);
+        watches.send_to(out_tx.clone());
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
         self.direct_frames = socket.is_some();
         let socket = socket.map(|socket| (socket, self.work.clone()));
@@ -179,6 +186,8 @@ impl Connection {
             .admitted
             .acquire_many(self.shared.config.max_in_flight.saturating_mul(2) as u32)
             .await;
+        // Watches hold the queue too: they end with their connection.
+        watches.stop();
         drop(out_tx);
         let _ = writer.await;
         if let Some(id) = self.session.id() {

@@ -90,6 +90,7 @@ pub(crate) const METHODS: &[Method] = &[
     row(codex::FS_READ_BLOCK_METHOD, Runs::Task, Touch::Nothing),
     row(codex::FS_WRITE_BLOCK_METHOD, Runs::Task, Touch::Nothing),
     row(codex::FS_CLOSE_METHOD, Runs::Task, Touch::Nothing),
+    row(codex::FS_WATCH_MISSING_METHOD, Runs::Task, Touch::Reads),
     row(codex::ENVIRONMENT_INFO_METHOD, Runs::Task, Touch::Nothing),
     row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task, Touch::Nothing),
     row(

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use super::codex::ConnectionState;
 use super::codex::handles::Handles;
+use super::codex::watch::Watches;
 use super::handler::{self, Runs, error_message, reply_message};
 use super::sessions::Sessions;
 use crate::ExecutorFileSystem;
@@ -143,6 +144,7 @@ impl Session {
             connection: Arc::new(ConnectionState {
                 fs: None,
                 handles: Handles::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES))),
+                watches: Arc::new(Watches::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES)))),
             }),
             data_frames: true,
         }
@@ -155,18 +157,21 @@ impl Session {
     }
 
     /// The session of a server's connection: `fs` is what it serves, `sessions` where
-    /// reconnects find theirs, `handles` the server's bound on open handles.
+    /// reconnects find theirs, `handles` and `watches` the server's bounds on open handles and
+    /// watches.
     pub(crate) fn serving(
         mut self,
         fs: Arc<dyn ExecutorFileSystem>,
         sessions: Arc<Sessions>,
         handles: Arc<Semaphore>,
+        watches: Arc<Semaphore>,
     ) -> Self {
         self.environment = Some(super::codex::environment_info(&*fs));
         self.sessions = Some(sessions);
         self.connection = Arc::new(ConnectionState {
             fs: Some(fs),
             handles: Handles::new(handles),
+            watches: Arc::new(Watches::new(watches)),
         });
         self
     }

@@ -205,6 +205,7 @@ async fn the_environment_claims_only_what_is_served() {
         [
             "environmentConfigRead",
             "fileWriteStreaming",
+            "fsWatchMissing",
             "sandboxedFileStreaming"
         ]
     );
@@ -224,8 +225,6 @@ async fn the_environment_claims_only_what_is_served() {
     assert_eq!(config["result"]["config"]["layers"], json!([]), "{config}");
     // Not served, so not advertised: codex gets -32601 and says so.
     let reply = peer.request("process/start", json!({})).await;
-    assert_eq!(error_of(&reply).0, -32601);
-    let reply = peer.request("fs/watchMissing", json!({})).await;
     assert_eq!(error_of(&reply).0, -32601);
 }
 
@@ -735,4 +734,77 @@ fn stdio_speaks_json_lines_when_the_first_byte_is_json() {
             .any(|r| r["error"]["code"] == -32600 && r["id"] == -1),
         "{replies:?}"
     );
+}
+
+#[tokio::test]
+async fn a_watch_tells_once_when_a_missing_path_appears() {
+    let env = env(false).await;
+    let server = serve(&env).await;
+    let mut peer = RawPeer::connect(&server.url).await;
+    let reply = peer.request("initialize", json!({"clientName": "c"})).await;
+    let session = reply["result"]["sessionId"].as_str().unwrap().to_string();
+    peer.send(json!({"method": "initialized"})).await;
+    let watch = |id: u64, missing: Vec<String>| json!({"watchId": id, "missing": missing, "present": uri(&env.ws)});
+    let reply = peer
+        .request(
+            "fs/watchMissing",
+            watch(7, vec![uri(env.p("later")), uri(env.p("other"))]),
+        )
+        .await;
+    assert_eq!(reply["result"], json!({"watching": true}), "{reply}");
+    let reply = peer
+        .request("fs/watchMissing", watch(7, vec![uri(env.p("x"))]))
+        .await;
+    assert!(error_of(&reply).2.contains("already exists"), "{reply}");
+    // A path under no root is refused when the watch is made, and says nothing of outside.
+    let outside = uri(env.outside.join("will-appear").display());
+    let reply = peer
+        .request("fs/watchMissing", watch(8, vec![outside]))
+        .await;
+    assert_eq!(error_of(&reply).1, Some("PermissionDenied"), "{reply}");
+    env.mkfile("later", b"here");
+    let notification = loop {
+        let message = peer
+            .next()
+            .await
+            .expect("the notification before the connection closed");
+        if message.get("method").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(
+        notification,
+        json!({"method": "fs/missingChanged", "params": {"watchId": 7}})
+    );
+    // The watch ended with its notification: its id is free again.
+    let reply = peer
+        .request("fs/watchMissing", watch(7, vec![uri(env.p("x"))]))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    for id in 100..163 {
+        let reply = peer
+            .request("fs/watchMissing", watch(id, vec![uri(env.p("y"))]))
+            .await;
+        assert!(reply.get("result").is_some(), "{id}: {reply}");
+    }
+    let reply = peer
+        .request("fs/watchMissing", watch(999, vec![uri(env.p("y"))]))
+        .await;
+    assert!(error_of(&reply).2.contains("too many watches"), "{reply}");
+    // The connection still ends with 64 watches running (its session is free once it has).
+    drop(peer);
+    let resume = json!({"clientName": "c", "resumeSessionId": session});
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = RawPeer::connect(&server.url).await;
+        let reply = again.request("initialize", resume.clone()).await;
+        if reply.get("result").is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the connection never ended: {reply}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -6,6 +6,7 @@ mod canonical;
 pub(crate) mod handles;
 mod policy;
 mod walk;
+pub(crate) mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +20,9 @@ use crate::protocol::codex::{
     CanonicalizeResponse, CloseParams, CodexWalkParams, ENVIRONMENT_CONFIG_READ_METHOD,
     ENVIRONMENT_INFO_METHOD, ENVIRONMENT_STATUS_METHOD, EnvironmentConfigReadParams,
     EnvironmentConfigReadResponse, EnvironmentInfo, EnvironmentStatus, FS_CANONICALIZE_METHOD,
-    FS_CLOSE_METHOD, FS_OPEN_METHOD, FS_READ_BLOCK_METHOD, FS_WALK_METHOD, FS_WRITE_BLOCK_METHOD,
-    OpenMode, OpenParams, OpenResponse, ReadBlockParams, ShellInfo, WriteBlockParams,
+    FS_CLOSE_METHOD, FS_OPEN_METHOD, FS_READ_BLOCK_METHOD, FS_WALK_METHOD, FS_WATCH_MISSING_METHOD,
+    FS_WRITE_BLOCK_METHOD, OpenMode, OpenParams, OpenResponse, ReadBlockParams, ShellInfo,
+    WriteBlockParams,
 };
 use crate::protocol::uri::{PathForm, spell, uri_of_path};
 use crate::protocol::{ErrorObject, INVALID_REQUEST, PathParams, RootAccess};
@@ -35,6 +37,7 @@ pub(crate) struct ConnectionState {
     /// `None` where requests are handled without a connection.
     pub(crate) fs: Option<Arc<dyn ExecutorFileSystem>>,
     pub(crate) handles: Handles,
+    pub(crate) watches: Arc<watch::Watches>,
 }
 
 impl std::fmt::Debug for ConnectionState {
@@ -49,7 +52,7 @@ const CAPABILITIES: &[(&str, bool)] = &[
     ("environmentConfigRead", true),
     ("sandboxedFileStreaming", true),
     ("fileWriteStreaming", true),
-    ("fsWatchMissing", false),
+    ("fsWatchMissing", true),
     ("capabilityDiscoverySandbox", false),
     ("capabilityDiscoveryV2", false),
     ("networkProxyLaunch", false),
@@ -228,6 +231,22 @@ pub(crate) async fn dispatch(
                 let p: CloseParams = parse(params.take())?;
                 state.handles.close(&p.handle_id).await.map_err(io)?;
                 reply(serde_json::json!({}))
+            }
+            .await
+        }
+        FS_WATCH_MISSING_METHOD => {
+            async {
+                let p: watch::WatchParams = parse(params.take())?;
+                let Some(shared) = &state.fs else {
+                    return Err(ErrorObject::new(
+                        INVALID_REQUEST,
+                        "fs/watchMissing needs a connection",
+                    ));
+                };
+                watch::Watches::watch(&state.watches, Arc::clone(shared), p)
+                    .await
+                    .map_err(io)?;
+                reply(serde_json::json!({ "watching": true }))
             }
             .await
         }
