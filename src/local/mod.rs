@@ -24,6 +24,7 @@ mod claim;
 mod contents;
 mod copy;
 mod metadata;
+mod narrow;
 mod read;
 mod remove;
 mod rename;
@@ -46,6 +47,7 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
     WriteOptions,
 };
+pub use narrow::Narrowing;
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
@@ -172,6 +174,13 @@ impl ExecutorFileSystem for LocalFileSystem {
 
     fn read_file_limit(&self) -> Option<u64> {
         Some(self.inner.read_limit)
+    }
+
+    async fn narrowed(
+        &self,
+        dirs: &[crate::protocol::RootDescription],
+    ) -> FileSystemResult<crate::file_system::Narrowed> {
+        narrow::narrowed(self, dirs).await
     }
 
     fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {

@@ -65,6 +65,8 @@ pub(super) struct Client {
     pub(super) capfs: bool,
     /// The roots the server announced.
     pub(super) roots: Vec<RootDescription>,
+    /// The server narrows a connection's roots (`capfs/narrowRoots`).
+    pub(super) narrow_roots: bool,
     /// The command carrying the connection, its process group killed when the client goes
     /// away.
     _command: Option<CommandGroup>,
@@ -134,6 +136,7 @@ impl Client {
             walk: false,
             capfs: false,
             roots: Vec::new(),
+            narrow_roots: false,
             _command: command,
         };
         let params = InitializeParams {
@@ -149,6 +152,7 @@ impl Client {
         client.read_limit = initialized.capfs.as_ref().and_then(|c| c.read_limit);
         client.walk = initialized.capfs.as_ref().is_some_and(|c| c.walk);
         client.capfs = initialized.capfs.is_some();
+        client.narrow_roots = initialized.capfs.as_ref().is_some_and(|c| c.narrow_roots);
         client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
         client.notify(INITIALIZED_METHOD).await?;
         Ok(client)

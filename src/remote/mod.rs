@@ -11,6 +11,7 @@
 
 mod client;
 mod connect;
+mod narrow;
 mod options;
 mod outgoing;
 mod stream;

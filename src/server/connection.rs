@@ -58,6 +58,9 @@ impl Shared {
 
 pub(crate) struct Connection {
     shared: Arc<Shared>,
+    /// The file system this connection serves: the server's, or a narrowing of it
+    /// (`capfs/narrowRoots`, `narrow.rs`).
+    fs: Arc<dyn ExecutorFileSystem>,
     id: u64,
     peer: Arc<str>,
     session: Session,
@@ -88,6 +91,7 @@ impl Connection {
             .with_roots(shared.fs.served_roots())
             .announcing(shared.fs.read_file_limit());
         Self {
+            fs: Arc::clone(&shared.fs),
             shared,
             id,
             peer,
@@ -215,7 +219,7 @@ impl Connection {
 
     fn stream_context(&self, out: &mpsc::Sender<Outgoing>) -> StreamContext {
         StreamContext {
-            fs: Arc::clone(&self.shared.fs),
+            fs: Arc::clone(&self.fs),
             work: self.work.clone(),
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
@@ -255,6 +259,12 @@ impl Connection {
             }
             return;
         }
+        if method == crate::protocol::CAPFS_NARROW_ROOTS_METHOD {
+            // In the read loop: every request read after this one sees the narrowed roots.
+            let reply = super::narrow::narrow_connection(&mut self.fs, params).await;
+            self.answer(out, log, id, reply).await;
+            return;
+        }
         let in_flight = Arc::clone(&self.in_flight);
         if method == CAPFS_READ_FILE_STREAM_METHOD {
             let ctx = self.stream_context(out);
@@ -267,6 +277,7 @@ impl Connection {
             return;
         }
         let shared = Arc::clone(&self.shared);
+        let connection_fs = Arc::clone(&self.fs);
         let work = self.work.clone();
         let out = out.clone();
         // Everything runs beside this loop, so a file system that hangs never stalls it.
@@ -277,7 +288,7 @@ impl Connection {
             let mut outcome = handler::Outcome::new(audit::keeps_paths(log.audit.as_ref()));
             let max_message_bytes = shared.config.max_message_bytes;
             let working = work.acquire().await;
-            let fs: &dyn ExecutorFileSystem = &*shared.fs;
+            let fs: &dyn ExecutorFileSystem = &*connection_fs;
             let reply =
                 handler::dispatch(fs, &method, params, max_message_bytes, &mut outcome).await;
             drop(working);

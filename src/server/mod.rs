@@ -15,6 +15,7 @@ mod config;
 mod connection;
 mod handler;
 mod listener;
+mod narrow;
 mod outgoing;
 mod session;
 mod stream;

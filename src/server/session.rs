@@ -187,7 +187,10 @@ impl Session {
                     DUPLICATE_INITIALIZE_MESSAGE,
                 ))
             }
-        } else if !handler::FS_METHODS.contains(&method.as_str()) && !is_stream_method(&method) {
+        } else if !handler::FS_METHODS.contains(&method.as_str())
+            && !is_stream_method(&method)
+            && method != crate::protocol::CAPFS_NARROW_ROOTS_METHOD
+        {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method: {method}"),
@@ -215,6 +218,7 @@ impl Session {
                 read_limit: self.read_limit,
                 walk: true,
                 roots: self.roots.clone(),
+                narrow_roots: true,
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")

@@ -23,7 +23,8 @@
 //!   well-behaved client, with thread, memory and latency figures;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
 //! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks;
-//! - `walk`: the confined tree walk, locally and as `capfs/walk`.
+//! - `walk`: the confined tree walk, locally and as `capfs/walk`;
+//! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`).
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -39,6 +40,7 @@ mod fuzz_regressions;
 mod hostile;
 mod listening;
 mod load;
+mod narrowing;
 mod operating;
 mod properties;
 mod protocol;
