@@ -11,6 +11,7 @@ mod reads;
 mod roots;
 mod text;
 mod tools;
+mod wire;
 
 use std::io;
 use std::path::PathBuf;
@@ -265,15 +266,21 @@ fn text_result(text: String) -> CallToolResult {
 ///
 /// A failed handshake or transport.
 pub(crate) async fn serve(server: McpServer) -> io::Result<()> {
+    let (read, write) = rmcp::transport::io::stdio_pipes();
+    let (incoming, outgoing, writer) = wire::wrap(read, write);
+    let writing = tokio::spawn(writer);
     let running = server
-        .serve(rmcp::transport::io::stdio_pipes())
+        .serve((incoming, outgoing))
         .await
         .map_err(|e| io::Error::other(format!("mcp handshake failed: {e}")))?;
     running
         .waiting()
         .await
         .map_err(|e| io::Error::other(format!("mcp service failed: {e}")))?;
-    Ok(())
+    // The transport is gone: the writer ends once it has written what was queued.
+    writing
+        .await
+        .map_err(|e| io::Error::other(format!("mcp writer failed: {e}")))?
 }
 
 fn read_token(file: Option<&std::path::Path>) -> io::Result<Option<String>> {
