@@ -5,9 +5,10 @@ use rmcp::model::ContentBlock;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::glob;
 use super::ops::{Output, ToolResult, Tools, at_path};
 use super::text;
-use capfs::{ReadDirectoryEntry, WalkOptions};
+use capfs::{ReadDirectoryEntry, WalkEntry, WalkOptions};
 use futures_util::future::join_all;
 
 /// Deepest directory level `search_files` and `directory_tree` list.
@@ -124,20 +125,22 @@ impl Tools<'_> {
 
     pub(super) async fn tree(&self, a: TreeArgs) -> ToolResult {
         let path = self.resolve(&a.path)?;
-        // A pattern without `*` also names an entry at any depth, and everything below it.
-        let mut exclude = Vec::new();
+        // As the reference: a pattern without `*` also names an entry at any depth, and
+        // everything below it.
+        let mut raw = Vec::new();
         for p in a.exclude_patterns {
             if !p.contains('*') {
-                exclude.push(format!("**/{p}"));
-                exclude.push(format!("**/{p}/**"));
+                raw.push(format!("**/{p}"));
+                raw.push(format!("**/{p}/**"));
             }
-            exclude.push(p);
+            raw.push(p);
         }
+        let excludes = Excludes::new(&raw)?;
         let options = WalkOptions {
             max_depth: TREE_MAX_DEPTH,
             max_entries: TREE_MAX_ENTRIES,
             pattern: None,
-            exclude,
+            exclude: excludes.walk.clone(),
             sizes: false,
         };
         let walk = self
@@ -145,11 +148,8 @@ impl Tools<'_> {
             .walk(&path, &options)
             .await
             .map_err(|e| at_path(&path, e))?;
-        let tree = build_tree(
-            walk.entries
-                .iter()
-                .map(|e| (e.path.as_str(), e.is_directory)),
-        );
+        let kept = excludes.prune(&walk.entries);
+        let tree = build_tree(kept.iter().map(|e| (e.path.as_str(), e.is_directory)));
         let text =
             serde_json::to_string_pretty(&tree).expect("a tree of strings always serializes");
         // The note is a block of its own, so the tree's text stays JSON that parses.
@@ -161,11 +161,23 @@ impl Tools<'_> {
 
     pub(super) async fn search(&self, a: SearchArgs) -> ToolResult {
         let path = self.resolve(&a.path)?;
+        let pattern = glob::parse(&a.pattern)?;
+        let excludes = Excludes::new(&a.exclude_patterns)?;
+        // The walk matches what globset can say; a negated pattern, or excludes that must
+        // prune by negation, are matched here on every entry the walk lists.
+        let walk_pattern = match excludes.here.is_empty() {
+            true => pattern.walk_glob(),
+            false => None,
+        };
+        let here = match walk_pattern {
+            Some(_) => None,
+            None => Some(pattern.matcher()),
+        };
         let options = WalkOptions {
             max_depth: TREE_MAX_DEPTH,
             max_entries: TREE_MAX_ENTRIES,
-            pattern: Some(a.pattern),
-            exclude: a.exclude_patterns,
+            pattern: walk_pattern,
+            exclude: excludes.walk.clone(),
             sizes: false,
         };
         let walk = self
@@ -175,9 +187,10 @@ impl Tools<'_> {
             .map_err(|e| at_path(&path, e))?;
         let base = path.to_string_lossy();
         let base = base.trim_end_matches('/');
-        let mut lines: Vec<String> = walk
-            .entries
-            .iter()
+        let mut lines: Vec<String> = excludes
+            .prune(&walk.entries)
+            .into_iter()
+            .filter(|e| here.as_ref().is_none_or(|m| m.is_match(&e.path)))
             .map(|e| format!("{base}/{}", e.path))
             .collect();
         if lines.is_empty() {
@@ -188,6 +201,55 @@ impl Tools<'_> {
             false => Ok(Output::Text(lines.join("\n"))),
             true => Ok(with_note(lines.join("\n"), truncation_note(&options))),
         }
+    }
+}
+
+/// Exclude patterns: the globs the walk prunes with, and those pruned here (negated, or
+/// beyond globset).
+struct Excludes {
+    walk: Vec<String>,
+    here: Vec<glob::Matcher>,
+}
+
+impl Excludes {
+    fn new(patterns: &[String]) -> Result<Self, String> {
+        let mut excludes = Self {
+            walk: Vec::new(),
+            here: Vec::new(),
+        };
+        for p in patterns {
+            let parsed = glob::parse(p)?;
+            if parsed.negated || !parsed.walkable {
+                excludes.here.push(parsed.matcher());
+            } else {
+                excludes.walk.extend(parsed.globs);
+            }
+        }
+        Ok(excludes)
+    }
+
+    /// The entries (in the walk's pre-order) left once every entry a negated pattern
+    /// excludes is taken out with everything below it.
+    fn prune<'a>(&self, entries: &'a [WalkEntry]) -> Vec<&'a WalkEntry> {
+        let mut kept = Vec::with_capacity(entries.len());
+        let mut cut: Option<&str> = None;
+        for entry in entries {
+            if let Some(dir) = cut {
+                let below = entry.path.len() > dir.len()
+                    && entry.path.starts_with(dir)
+                    && entry.path.as_bytes()[dir.len()] == b'/';
+                if below {
+                    continue;
+                }
+                cut = None;
+            }
+            if self.here.iter().any(|m| m.is_match(&entry.path)) {
+                cut = Some(&entry.path);
+                continue;
+            }
+            kept.push(entry);
+        }
+        kept
     }
 }
 

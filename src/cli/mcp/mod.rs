@@ -5,6 +5,7 @@
 
 mod audit;
 mod bounded;
+mod glob;
 mod listing;
 mod ops;
 mod reads;
