@@ -40,9 +40,9 @@ const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
 /// Arguments of `capfs mcp`.
 #[derive(Args)]
 pub(crate) struct McpArgs {
-    /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`); with
-    /// --remote/--remote-command, the server's directories the tools may name (default: all
-    /// the server's roots).
+    /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`), each a
+    /// root of its own; with --remote/--remote-command, directories on the server, each opened
+    /// there as a root of its own (default: all the server's roots).
     #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// A read-write sandbox root (repeatable), as a DIR argument.
@@ -67,8 +67,8 @@ pub(crate) struct McpArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["remote", "remote_command"])]
     pub audit_log: Option<PathBuf>,
     /// Largest file a read tool returns, in bytes (local roots; a server applies its own).
-    /// Lower than `serve`'s default: a reply carries the whole file as JSON text, base64 for
-    /// media, and no model reads more.
+    /// Every reply is also held to 8 MiB (what MCP clients read in one message), which bounds
+    /// reads further: about 4 MiB of text, 3 MiB of media.
     #[arg(long, default_value_t = MCP_READ_LIMIT)]
     pub read_limit: u64,
 }
