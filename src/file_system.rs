@@ -166,25 +166,6 @@ pub struct Walk {
     pub truncated: bool,
 }
 
-/// What [`ExecutorFileSystem::narrowed`] returns.
-#[non_exhaustive]
-pub struct Narrowed {
-    /// The file system serving the directories that could be opened, and nothing else.
-    pub fs: std::sync::Arc<dyn ExecutorFileSystem>,
-    /// For each directory asked for, in order: the root that now serves it (its path, which
-    /// may differ from the one asked for when that one went through a symlink, and its access),
-    /// or why it could not be used.
-    pub roots: Vec<FileSystemResult<crate::protocol::RootDescription>>,
-}
-
-impl std::fmt::Debug for Narrowed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Narrowed")
-            .field("roots", &self.roots)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The compiled globs of a [`WalkOptions`].
 pub(crate) struct WalkFilter {
     pattern: Option<globset::GlobMatcher>,
@@ -512,11 +493,11 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// # Errors
     ///
     /// `Unsupported` from a file system that cannot narrow; the directories that cannot be
-    /// used are reported in [`Narrowed::roots`], not as an error.
+    /// used are reported in [`Narrowed::roots`](crate::Narrowed::roots), not as an error.
     async fn narrowed(
         &self,
         dirs: &[crate::protocol::RootDescription],
-    ) -> FileSystemResult<Narrowed> {
+    ) -> FileSystemResult<crate::Narrowed> {
         let _ = dirs;
         Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,

@@ -97,10 +97,10 @@ mod transport;
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_DEPTH_LIMIT, Walk, WalkEntry,
+    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_DEPTH_LIMIT, Walk, WalkEntry,
     WalkOptions, WriteOptions,
 };
-pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowing};
+pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowed, Narrowing};
 pub use path::AbsolutePathBuf;
 pub use remote::{RemoteFileSystem, RemoteOptions};
 pub use sandbox::{Access, Root, Sandbox};

@@ -47,6 +47,9 @@ pub const CAPFS_CREATE_SYMLINK_METHOD: &str = "capfs/createSymlink";
 /// inside them, each opened as a root of its own.
 pub const CAPFS_NARROW_ROOTS_METHOD: &str = "capfs/narrowRoots";
 
+mod narrow;
+pub use narrow::{NarrowRootsParams, NarrowRootsResponse, NarrowedRoot};
+
 /// First byte of a data frame. JSON text never starts with it, so a binary frame is a data frame
 /// exactly when it starts with this byte.
 pub const DATA_FRAME_TAG: u8 = 0x00;
@@ -408,38 +411,6 @@ pub struct CreateSymlinkParams {
 pub struct ReadLinkResponse {
     /// The link's text.
     pub target: String,
-}
-
-/// Params of [`CAPFS_NARROW_ROOTS_METHOD`]: the directories the connection keeps, each inside
-/// one of its roots.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NarrowRootsParams {
-    /// The directories and the access wanted under each (never more than its root's).
-    pub roots: Vec<RootDescription>,
-}
-
-/// Result of [`CAPFS_NARROW_ROOTS_METHOD`]: one entry per directory asked for, in order. The
-/// connection then serves the directories that could be opened and nothing else (none at all
-/// when none could).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NarrowRootsResponse {
-    /// What became of each directory.
-    pub roots: Vec<NarrowedRoot>,
-}
-
-/// One entry of [`NarrowRootsResponse`]: the root serving the directory now, or why it could
-/// not be used.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NarrowedRoot {
-    /// The root: its path (the directory's path with every symlink resolved) and access.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<RootDescription>,
-    /// Why the directory could not be used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 /// Params of [`FS_CREATE_DIRECTORY_METHOD`].

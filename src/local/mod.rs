@@ -47,7 +47,7 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
     WriteOptions,
 };
-pub use narrow::Narrowing;
+pub use narrow::{Narrowed, Narrowing};
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
@@ -179,7 +179,7 @@ impl ExecutorFileSystem for LocalFileSystem {
     async fn narrowed(
         &self,
         dirs: &[crate::protocol::RootDescription],
-    ) -> FileSystemResult<crate::file_system::Narrowed> {
+    ) -> FileSystemResult<Narrowed> {
         narrow::narrowed(self, dirs).await
     }
 
