@@ -485,6 +485,23 @@ pub trait ExecutorFileSystem: Send + Sync {
         Err(crate::error::unsupported(path, "creating symlinks"))
     }
 
+    /// At most `length` bytes of the regular file at `path` from byte `offset` (fewer at its
+    /// end, none past it), reading no more of it where the backend can seek: both backends do
+    /// (the remote one with `capfs/readFileRange` when the server offers it). The default
+    /// streams the file through [`read_file_to`](Self::read_file_to), keeping only the range.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file_to`](Self::read_file_to).
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        crate::local::range_by_streaming(self, path, offset, length).await
+    }
+
     /// A file system serving only the directories `dirs`, each inside this one's roots and
     /// opened as a root of its own, so that a symlink leading out of one of them is an escape
     /// (a server narrows one connection with it, `capfs/narrowRoots`). Only narrows: nothing

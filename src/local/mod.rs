@@ -25,6 +25,7 @@ mod contents;
 mod copy;
 mod metadata;
 mod narrow;
+mod range;
 mod read;
 mod remove;
 mod rename;
@@ -48,6 +49,7 @@ use crate::{
     WriteOptions,
 };
 pub use narrow::{Narrowed, Narrowing};
+pub(crate) use range::range_by_streaming;
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
@@ -174,6 +176,20 @@ impl ExecutorFileSystem for LocalFileSystem {
 
     fn read_file_limit(&self) -> Option<u64> {
         Some(self.inner.read_limit)
+    }
+
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        if self.runs_inline(path) && range::is_small(length) {
+            return range::read_range(&self.inner, path, offset, length);
+        }
+        let path = path.clone();
+        self.run(move |fs| range::read_range(fs, &path, offset, length))
+            .await
     }
 
     async fn narrowed(

@@ -1,8 +1,10 @@
-//! The types of [`CAPFS_NARROW_ROOTS_METHOD`](super::CAPFS_NARROW_ROOTS_METHOD).
+//! The types of [`CAPFS_NARROW_ROOTS_METHOD`](super::CAPFS_NARROW_ROOTS_METHOD) and
+//! [`CAPFS_READ_FILE_RANGE_METHOD`](super::CAPFS_READ_FILE_RANGE_METHOD).
 
 use serde::{Deserialize, Serialize};
 
 use super::RootDescription;
+use crate::AbsolutePathBuf;
 
 /// Params of [`CAPFS_NARROW_ROOTS_METHOD`](super::CAPFS_NARROW_ROOTS_METHOD): the directories the connection keeps, each inside
 /// one of its roots.
@@ -34,4 +36,19 @@ pub struct NarrowedRoot {
     /// Why the directory could not be used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// Params of [`CAPFS_READ_FILE_RANGE_METHOD`](super::CAPFS_READ_FILE_RANGE_METHOD): at most
+/// `length` bytes of the regular file `path` from byte `offset` (fewer at its end, none past
+/// it). The result is `{dataBase64}`, as `fs/readFile`'s; a range whose reply would pass the
+/// message limit is refused before it is read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadRangeParams {
+    /// An absolute path.
+    pub path: AbsolutePathBuf,
+    /// Where the range starts.
+    pub offset: u64,
+    /// The most bytes returned.
+    pub length: u64,
 }

@@ -67,6 +67,8 @@ pub(super) struct Client {
     pub(super) roots: Vec<RootDescription>,
     /// The server narrows a connection's roots (`capfs/narrowRoots`).
     pub(super) narrow_roots: bool,
+    /// The server reads ranges of files (`capfs/readFileRange`).
+    pub(super) ranges: bool,
     /// The command carrying the connection, its process group killed when the client goes
     /// away.
     _command: Option<CommandGroup>,
@@ -137,6 +139,7 @@ impl Client {
             capfs: false,
             roots: Vec::new(),
             narrow_roots: false,
+            ranges: false,
             _command: command,
         };
         let params = InitializeParams {
@@ -153,6 +156,7 @@ impl Client {
         client.walk = initialized.capfs.as_ref().is_some_and(|c| c.walk);
         client.capfs = initialized.capfs.is_some();
         client.narrow_roots = initialized.capfs.as_ref().is_some_and(|c| c.narrow_roots);
+        client.ranges = initialized.capfs.as_ref().is_some_and(|c| c.ranges);
         client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
         client.notify(INITIALIZED_METHOD).await?;
         Ok(client)

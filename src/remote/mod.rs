@@ -14,6 +14,7 @@ mod connect;
 mod narrow;
 mod options;
 mod outgoing;
+mod range;
 mod stream;
 
 use std::io;
@@ -136,6 +137,15 @@ impl ExecutorFileSystem for RemoteFileSystem {
 
     fn read_file_limit(&self) -> Option<u64> {
         self.client.read_limit
+    }
+
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        self.range(path, offset, length).await
     }
 
     fn served_roots(&self) -> Vec<RootDescription> {

@@ -40,6 +40,7 @@ pub const FS_METHODS: &[&str] = &[
     CAPFS_READ_LINK_METHOD,
     CAPFS_CREATE_SYMLINK_METHOD,
     CAPFS_WALK_METHOD,
+    crate::protocol::CAPFS_READ_FILE_RANGE_METHOD,
 ];
 
 /// Bytes a reply's JSON needs beyond the base64 text of a file: the id, the member names and
@@ -115,6 +116,11 @@ impl Outcome {
         }
     }
 
+    /// Names the one path of a request.
+    pub(crate) fn name_one(&mut self, path: &AbsolutePathBuf) {
+        self.name(&[path]);
+    }
+
     fn add(&mut self, path: &AbsolutePathBuf) {
         if self.keep_paths {
             self.paths.push(path.to_string());
@@ -138,6 +144,9 @@ pub(crate) async fn dispatch(
         outcome.paths = audit::raw_paths(params.as_ref());
     }
     match method {
+        crate::protocol::CAPFS_READ_FILE_RANGE_METHOD => {
+            super::range::read_range(fs, params, max_message_bytes, outcome).await
+        }
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
             outcome.name(&[&p.path]);

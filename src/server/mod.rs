@@ -17,6 +17,7 @@ mod handler;
 mod listener;
 mod narrow;
 mod outgoing;
+mod range;
 mod session;
 mod stream;
 mod threads;

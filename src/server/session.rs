@@ -219,6 +219,7 @@ impl Session {
                 walk: true,
                 roots: self.roots.clone(),
                 narrow_roots: true,
+                ranges: true,
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")

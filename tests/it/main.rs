@@ -24,7 +24,8 @@
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
 //! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks;
 //! - `walk`: the confined tree walk, locally and as `capfs/walk`;
-//! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`).
+//! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`);
+//! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -45,6 +46,7 @@ mod operating;
 mod properties;
 mod protocol;
 mod races;
+mod ranges;
 mod root_races;
 mod semantics;
 mod stat_paths;

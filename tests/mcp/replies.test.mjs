@@ -136,6 +136,28 @@ describe("head and tail read only what they return", () => {
   });
 });
 
+test("through a server, head and tail read ranges: the server's audit log counts what was read", async () => {
+  const ws = tempDir("range-audit");
+  const log = fs.openSync(path.join(ws, "app.log"), "w");
+  const block = Buffer.concat(Array(1024).fill(Buffer.from(`${"l".repeat(1023)}\n`)));
+  for (let i = 0; i < 68; i++) fs.writeSync(log, block);
+  fs.writeSync(log, "second to last\nlast\n");
+  fs.closeSync(log);
+  const audit = path.join(tempDir("range-audit-log"), "audit.jsonl");
+  const server = await startServer([ws], ["--audit-log", audit]);
+  const { client, close } = await connect(CAPFS, ["mcp", "--remote", server.url, ws]);
+  try {
+    assert.equal((await call(client, "read_text_file", { path: path.join(ws, "app.log"), tail: 2 })).text, "last\n");
+    assert.equal((await call(client, "read_text_file", { path: path.join(ws, "app.log"), head: 2 })).text, `${"l".repeat(1023)}\n${"l".repeat(1023)}`);
+  } finally { await close(); await server.stop(); }
+  const records = fs.readFileSync(audit, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  const reads = records.filter((r) => r.method.includes("read") || r.method.includes("Read"));
+  assert.ok(reads.length > 0);
+  assert.ok(reads.every((r) => r.method === "capfs/readFileRange"), JSON.stringify(reads.map((r) => r.method)));
+  const bytes = reads.reduce((n, r) => n + r.bytes, 0);
+  assert.ok(bytes <= 256 * 1024, `${bytes} bytes read of a 68 MiB file`);
+});
+
 describe("output that parses", () => {
   for (const [label, start] of BACKENDS) {
     test(label, async () => {

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use capfs::protocol::{
-    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WALK_METHOD, ErrorObject, FS_COPY_METHOD,
-    FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    CAPFS_READ_FILE_RANGE_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WALK_METHOD, ErrorObject,
+    FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
     FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, error_kind_name,
 };
 use capfs::server::{AuditLog, AuditRecord, OUTCOME_OK};
@@ -87,6 +87,25 @@ impl ExecutorFileSystem for Audited {
         let bytes = *result.as_ref().unwrap_or(&0);
         self.record(
             CAPFS_READ_FILE_STREAM_METHOD,
+            &[path],
+            started,
+            &result,
+            bytes,
+        );
+        result
+    }
+
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        let started = Instant::now();
+        let result = self.inner.read_file_range(path, offset, length).await;
+        let bytes = result.as_ref().map_or(0, |d| d.len() as u64);
+        self.record(
+            CAPFS_READ_FILE_RANGE_METHOD,
             &[path],
             started,
             &result,

@@ -1,5 +1,6 @@
 //! Reads bounded by the reply: a whole file up to a byte bound, the first lines of a file, or
-//! its last lines read from the end in blocks. None reads more than the reply may carry.
+//! its last lines read from the end in ranges (`read_file_range`: `pread` locally,
+//! `capfs/readFileRange` through a server). None reads more than the reply may carry.
 
 use std::io;
 use std::pin::Pin;
@@ -7,8 +8,10 @@ use std::task::{Context, Poll};
 
 use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 
-/// Bytes read per step when a file's end is read backwards.
-const TAIL_BLOCK: usize = 64 * 1024;
+/// Bytes of the first range `head` and `tail` read; each next one is twice as long, up to
+/// [`MAX_BLOCK`].
+const BLOCK: usize = 64 * 1024;
+const MAX_BLOCK: usize = 1024 * 1024;
 
 /// Why a bounded read stopped.
 #[derive(Debug)]
@@ -115,47 +118,75 @@ pub(crate) async fn whole(
     collect(fs, path, max, None).await
 }
 
-/// The file up to and including its `n`-th newline (all of it when it has fewer), read no
-/// further; more than `max` bytes before that is [`Stop::Over`].
+/// The file up to and including its `n`-th newline (all of it when it has fewer), read in
+/// growing ranges and no further; more than `max` bytes before that is [`Stop::Over`].
 pub(crate) async fn first_lines(
     fs: &dyn ExecutorFileSystem,
     path: &AbsolutePathBuf,
     n: usize,
     max: usize,
 ) -> Result<Vec<u8>, Stop> {
-    collect(fs, path, max, Some(n)).await
+    let mut data: Vec<u8> = Vec::new();
+    let mut newlines = 0;
+    let mut block = BLOCK as u64;
+    loop {
+        let part = fs.read_file_range(path, data.len() as u64, block).await?;
+        let ended = (part.len() as u64) < block;
+        for (i, b) in part.iter().enumerate() {
+            if *b == b'\n' {
+                newlines += 1;
+                if newlines == n {
+                    if data.len() + i + 1 > max {
+                        return Err(Stop::Over);
+                    }
+                    data.extend_from_slice(&part[..=i]);
+                    return Ok(data);
+                }
+            }
+        }
+        data.extend_from_slice(&part);
+        if data.len() > max {
+            return Err(Stop::Over);
+        }
+        if ended {
+            return Ok(data);
+        }
+        block = (block * 2).min(MAX_BLOCK as u64);
+    }
 }
 
-/// A suffix of the file holding at least its last `n + 1` newline-separated pieces (all of it
-/// when it has fewer): read from the end in blocks where the backend hands out the file's
-/// descriptor, else streamed with only a window of `2 * max` bytes kept. A suffix that needs
-/// more than `max` bytes is [`Stop::Over`].
+/// A suffix of the file holding at least its last `n` newline-separated pieces (all of it when
+/// it has fewer), read from the end in growing ranges; one that needs more than `max` bytes is
+/// [`Stop::Over`].
 pub(crate) async fn last_lines(
     fs: &dyn ExecutorFileSystem,
     path: &AbsolutePathBuf,
     n: usize,
     max: usize,
 ) -> Result<Vec<u8>, Stop> {
-    if let Some(file) = fs.open_for_transfer(path).await? {
-        return tokio::task::spawn_blocking(move || suffix_of_file(&file, n, max))
-            .await
-            .map_err(|e| Stop::Failed(io::Error::other(e.to_string())))?;
+    let size = fs.get_metadata(path).await?.size;
+    let mut suffix: Vec<u8> = Vec::new();
+    let mut end = size;
+    let mut block = BLOCK as u64;
+    while end > 0 {
+        let start = end.saturating_sub(block);
+        let mut part = fs.read_file_range(path, start, end - start).await?;
+        part.extend_from_slice(&suffix);
+        suffix = part;
+        end = start;
+        if let Some(at) = suffix_start(&suffix, n) {
+            suffix.drain(..at);
+            break;
+        }
+        if suffix.len() > max {
+            return Err(Stop::Over);
+        }
+        block = (block * 2).min(MAX_BLOCK as u64);
     }
-    let mut window = Window {
-        data: Vec::new(),
-        max,
-        trimmed: false,
-    };
-    fs.read_file_to(path, &mut window, &mut |_| {}).await?;
-    let start = suffix_start(&window.data, n);
-    if start.is_none() && window.trimmed {
-        return Err(Stop::Over);
-    }
-    let suffix = &window.data[start.unwrap_or(0)..];
     if suffix.len() > max {
         return Err(Stop::Over);
     }
-    Ok(suffix.to_vec())
+    Ok(suffix)
 }
 
 /// Where the suffix holding the last `n` pieces starts in `data` (at the `n`-th newline from
@@ -170,66 +201,6 @@ fn suffix_start(data: &[u8], n: usize) -> Option<usize> {
         .filter(|(_, b)| **b == b'\n')
         .nth(n - 1)
         .map(|(i, _)| i)
-}
-
-/// [`last_lines`] on a file's descriptor: blocks read backwards from its end.
-fn suffix_of_file(file: &std::fs::File, n: usize, max: usize) -> Result<Vec<u8>, Stop> {
-    use std::os::unix::fs::FileExt;
-    let size = file.metadata()?.len();
-    let mut suffix: Vec<u8> = Vec::new();
-    let mut end = size;
-    while end > 0 {
-        let start = end.saturating_sub(TAIL_BLOCK as u64);
-        let mut block = vec![0u8; (end - start) as usize];
-        file.read_exact_at(&mut block, start)?;
-        block.extend_from_slice(&suffix);
-        suffix = block;
-        end = start;
-        if let Some(at) = suffix_start(&suffix, n) {
-            suffix.drain(..at);
-            break;
-        }
-        if suffix.len() > max {
-            return Err(Stop::Over);
-        }
-    }
-    if suffix.len() > max {
-        return Err(Stop::Over);
-    }
-    Ok(suffix)
-}
-
-/// A writer that keeps the last bytes it is given, at least `max` of them and at most twice.
-struct Window {
-    data: Vec<u8>,
-    max: usize,
-    trimmed: bool,
-}
-
-impl tokio::io::AsyncWrite for Window {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        this.data.extend_from_slice(buf);
-        let keep = this.max.saturating_add(1);
-        if this.data.len() > keep.saturating_mul(2) {
-            let cut = this.data.len() - keep;
-            this.data.drain(..cut);
-            this.trimmed = true;
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
 }
 
 #[cfg(test)]
@@ -258,23 +229,40 @@ mod tests {
         }
     }
 
-    #[test]
-    fn files_are_read_backwards_only_as_far_as_needed() {
+    #[tokio::test]
+    async fn files_are_read_from_the_end_only_as_far_as_needed() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        let mut body = "x".repeat(3 * TAIL_BLOCK);
+        let sandbox = capfs::Sandbox::new()
+            .with_root(dir.path(), capfs::Access::ReadWrite)
+            .unwrap();
+        let root = sandbox.roots()[0].path().clone();
+        let fs = capfs::LocalFileSystem::with_read_limit(sandbox, 1024);
+        let path = root.join("log").unwrap();
+        let mut body = "x".repeat(3 * BLOCK);
         body.push_str("\nlast one\nlast two\n");
-        std::fs::write(&path, &body).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        let suffix = suffix_of_file(&file, 2, 100).unwrap();
-        assert_eq!(suffix, b"\nlast two\n");
-        // Four pieces reach into the long line: more than the bound.
+        std::fs::write(path.as_path(), &body).unwrap();
+        // Past the read limit: only ranges are read.
         assert_eq!(
-            suffix_of_file(&file, 3, 100).unwrap(),
-            b"\nlast one\nlast two\n"
+            last_lines(&fs, &path, 2, 100).await.unwrap(),
+            b"\nlast two\n"
         );
-        assert!(matches!(suffix_of_file(&file, 4, 100), Err(Stop::Over)));
-        let all = suffix_of_file(&file, 9, body.len()).unwrap();
+        let three = last_lines(&fs, &path, 3, 100).await.unwrap();
+        assert_eq!(three, b"\nlast one\nlast two\n");
+        // Four pieces reach into the long line: more than the bound.
+        assert!(matches!(
+            last_lines(&fs, &path, 4, 100).await,
+            Err(Stop::Over)
+        ));
+        let all = last_lines(&fs, &path, 9, body.len()).await.unwrap();
         assert_eq!(all, body.as_bytes());
+        let head = format!("a\nb\n{}", "y".repeat(5 * BLOCK));
+        std::fs::write(path.as_path(), &head).unwrap();
+        assert_eq!(first_lines(&fs, &path, 2, 10).await.unwrap(), b"a\nb\n");
+        assert!(matches!(
+            first_lines(&fs, &path, 3, 1000).await,
+            Err(Stop::Over)
+        ));
+        let whole = first_lines(&fs, &path, 3, head.len()).await.unwrap();
+        assert_eq!(whole, head.as_bytes());
     }
 }
