@@ -30,6 +30,7 @@ function twin(label) {
   fs.mkdirSync(path.join(ws, "pat"));
   fs.writeFileSync(path.join(ws, "pat/br{ace}.js"), "x\n");
   fs.writeFileSync(path.join(ws, "pat/brace.js"), "x\n");
+  for (const n of ["f8.txt", "f08.txt", "f10.txt"]) fs.writeFileSync(path.join(ws, "pat", n), "x\n");
   fs.writeFileSync(path.join(ws, "a.ts"), "x\n");
   fs.mkdirSync(path.join(ws, ".hidden"));
   fs.writeFileSync(path.join(ws, ".hidden/h.js"), "x\n");
@@ -73,6 +74,7 @@ const CALLS = (p) => [
   ["search_files", { path: p("."), pattern: "**/.hidden/*" }],
   ["search_files", { path: p("."), pattern: "src//*.js" }],
   ["search_files", { path: p("."), pattern: "a{1..3}" }],
+  ["search_files", { path: p("pat"), pattern: "f{08..10}.txt" }],
   ["search_files", { path: p("."), pattern: "#comment" }],
   ["search_files", { path: p("."), pattern: "+(a|b).ts" }],
   ["search_files", { path: p("."), pattern: "**/@(app|m).*" }],

@@ -267,6 +267,15 @@ fn range(body: &str) -> Option<Vec<String>> {
         return None;
     }
     let sign = if to >= from { 1 } else { -1 };
+    // A bound written with a leading zero pads every number to the wider bound.
+    let padded = |p: &str| {
+        let digits = p.trim_start_matches('-');
+        digits.len() > 1 && digits.starts_with('0')
+    };
+    let width = match !letters && (padded(parts[0]) || padded(parts[1])) {
+        true => parts[0].len().max(parts[1].len()),
+        false => 0,
+    };
     Some(
         (0..count)
             .map(|k| from + sign * k * step)
@@ -274,7 +283,7 @@ fn range(body: &str) -> Option<Vec<String>> {
                 true => char::from_u32(v as u32)
                     .map(String::from)
                     .unwrap_or_default(),
-                false => v.to_string(),
+                false => format!("{v:0width$}"),
             })
             .collect(),
     )
@@ -312,6 +321,9 @@ mod tests {
     fn braces_expand_as_brace_expansion_does() {
         assert_eq!(globs("{a,b}.js"), ["a.js", "b.js"]);
         assert_eq!(globs("a{1..3}"), ["a1", "a2", "a3"]);
+        assert_eq!(globs("a{08..10}"), ["a08", "a09", "a10"]);
+        assert_eq!(globs("a{1..5..2}"), ["a1", "a3", "a5"]);
+        assert_eq!(globs("x{a..e..2}"), ["xa", "xc", "xe"]);
         assert_eq!(globs("x{a..c}"), ["xa", "xb", "xc"]);
         assert_eq!(globs("{a,{b,c}d}"), ["a", "bd", "cd"]);
         assert_eq!(globs("{,z}"), ["", "z"]);
