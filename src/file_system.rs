@@ -509,6 +509,43 @@ pub trait ExecutorFileSystem: Send + Sync {
         Err(crate::error::unsupported(path, "creating symlinks"))
     }
 
+    /// At most `length` bytes of the regular file at `path` from byte `offset` (fewer at its
+    /// end, none past it), reading no more of it where the backend can seek: both backends do
+    /// (the remote one with `capfs/readFileRange` when the server offers it). The default
+    /// streams the file through [`read_file_to`](Self::read_file_to), keeping only the range.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file_to`](Self::read_file_to).
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        crate::local::range_by_streaming(self, path, offset, length).await
+    }
+
+    /// A file system serving only the directories `dirs`, each inside this one's roots and
+    /// opened as a root of its own, so that a symlink leading out of one of them is an escape
+    /// (a server narrows one connection with it, `capfs/narrowRoots`). Only narrows: nothing
+    /// this file system refuses is served by the result. The default is `Unsupported`.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` from a file system that cannot narrow; the directories that cannot be
+    /// used are reported in [`Narrowed::roots`](crate::Narrowed::roots), not as an error.
+    async fn narrowed(
+        &self,
+        dirs: &[crate::protocol::RootDescription],
+    ) -> FileSystemResult<crate::Narrowed> {
+        let _ = dirs;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this file system cannot narrow its roots",
+        ))
+    }
+
     /// Walks the tree below the directory `path` (not following symlinks), returning the
     /// entries `options` select, bounded in depth and count.
     ///

@@ -101,7 +101,7 @@ pub use file_system::{
     ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_DEPTH_LIMIT, Walk, WalkEntry,
     WalkOptions, WriteOptions,
 };
-pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem};
+pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowed, Narrowing};
 pub use path::AbsolutePathBuf;
 pub use remote::{RemoteFileSystem, RemoteOptions};
 pub use sandbox::{Access, Root, Sandbox};

@@ -45,9 +45,63 @@ pub struct Root {
     id: FileId,
     local_disk: bool,
     clones: bool,
+    /// Other names this directory was asked for under (a configured path through a symlink, a
+    /// narrowing request naming it through a link inside its root).
+    spellings: Vec<AbsolutePathBuf>,
 }
 
 impl Root {
+    /// A root on the directory `dir` opened at `path`, its identity and file system read from
+    /// the handle.
+    pub(crate) fn from_dir(path: AbsolutePathBuf, dir: Dir, access: Access) -> io::Result<Self> {
+        let id = FileId::of(&dir.dir_metadata()?);
+        let magic = file_system_magic(&dir);
+        let local = magic.and_then(|m| LOCAL_DISKS.iter().find(|(known, _)| *known == m));
+        Ok(Self {
+            path,
+            dir,
+            access,
+            id,
+            local_disk: local.is_some(),
+            // Anything not known to lack reflinks is asked for one.
+            clones: local.is_none_or(|(_, clones)| *clones),
+            spellings: Vec::new(),
+        })
+    }
+
+    /// Another handle on the same root, with its access.
+    pub(crate) fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            path: self.path.clone(),
+            dir: self.dir.try_clone()?,
+            access: self.access,
+            id: self.id,
+            local_disk: self.local_disk,
+            clones: self.clones,
+            spellings: self.spellings.clone(),
+        })
+    }
+
+    /// The other absolute paths this root was asked for under, which name the same directory
+    /// (through symlinks): the path given to [`Sandbox::with_root`] when it was not canonical,
+    /// the paths a [`Sandbox::narrowed`] request named it by. Callers may map them onto
+    /// [`path`](Self::path); the sandbox itself serves only `path`.
+    pub fn spellings(&self) -> &[AbsolutePathBuf] {
+        &self.spellings
+    }
+
+    /// Records `spelling` as another name of this root, unless it is its path or known.
+    pub(crate) fn add_spelling(&mut self, spelling: AbsolutePathBuf) {
+        if spelling != self.path && !self.spellings.contains(&spelling) {
+            self.spellings.push(spelling);
+        }
+    }
+
+    /// Makes the root read-only.
+    pub(crate) fn make_read_only(&mut self) {
+        self.access = Access::ReadOnly;
+    }
+
     /// The canonical absolute path under which callers address this root.
     pub fn path(&self) -> &AbsolutePathBuf {
         &self.path
@@ -126,6 +180,10 @@ fn file_system_magic(dir: &Dir) -> Option<u64> {
 #[derive(Debug, Default)]
 pub struct Sandbox {
     roots: Vec<Root>,
+    /// The roots of the sandbox this one was narrowed from ([`Sandbox::narrowed`]): never
+    /// served, but recognised by identity as roots and read-only roots are, so narrowing never
+    /// makes a read-only directory writable or a root removable.
+    guarded: Vec<Root>,
 }
 
 /// A path resolved to its root and the part below it.
@@ -177,27 +235,22 @@ impl Sandbox {
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         let dir = Dir::open_ambient_dir(&canonical, ambient_authority())
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", canonical.display())))?;
-        let id = FileId::of(&dir.dir_metadata()?);
-        let magic = file_system_magic(&dir);
-        let local = magic.and_then(|m| LOCAL_DISKS.iter().find(|(known, _)| *known == m));
-        let local_disk = local.is_some();
-        // Anything not known to lack reflinks is asked for one.
-        let clones = local.is_none_or(|(_, clones)| *clones);
-        let path = AbsolutePathBuf::new(&canonical)?;
-        if self.roots.iter().any(|r| r.path == path || r.id == id) {
+        let mut root = Root::from_dir(AbsolutePathBuf::new(&canonical)?, dir, access)?;
+        if self
+            .roots
+            .iter()
+            .any(|r| r.path == root.path || r.id == root.id)
+        {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                format!("{path}: already a sandbox root"),
+                format!("{}: already a sandbox root", root.path),
             ));
         }
-        self.roots.push(Root {
-            path,
-            dir,
-            access,
-            id,
-            local_disk,
-            clones,
-        });
+        // The name as given, made absolute against the process's directory (lexically).
+        if let Ok(given) = std::path::absolute(path).and_then(AbsolutePathBuf::new) {
+            root.add_spelling(given);
+        }
+        self.roots.push(root);
         Ok(self)
     }
 
@@ -215,6 +268,23 @@ impl Sandbox {
     /// The roots, in the order they were added.
     pub fn roots(&self) -> &[Root] {
         &self.roots
+    }
+
+    /// A sandbox of `roots` that also guards, by identity, every root of `from` (and those
+    /// `from` guards).
+    pub(crate) fn narrowing(from: &Sandbox, roots: Vec<Root>) -> io::Result<Self> {
+        let guarded = from
+            .roots
+            .iter()
+            .chain(&from.guarded)
+            .map(Root::try_clone)
+            .collect::<io::Result<_>>()?;
+        Ok(Self { roots, guarded })
+    }
+
+    /// The roots served and those guarded after a narrowing.
+    pub(crate) fn roots_and_guarded(&self) -> impl Iterator<Item = &Root> {
+        self.roots.iter().chain(&self.guarded)
     }
 
     /// The root that serves `path` and the part of `path` below it: the root whose path is the
@@ -285,27 +355,28 @@ impl Sandbox {
 
     /// True when `id` is the identity of any root's directory.
     pub(crate) fn is_root_id(&self, id: FileId) -> bool {
-        self.roots.iter().any(|r| r.id == id)
+        self.roots_and_guarded().any(|r| r.id == id)
     }
 
     /// True when `id` is the identity of a read-only root's directory, wherever that directory
     /// is now and whichever root reaches it.
     pub(crate) fn is_read_only_id(&self, id: FileId) -> bool {
-        self.roots
-            .iter()
+        self.roots_and_guarded()
             .any(|r| r.access == Access::ReadOnly && r.id == id)
     }
 
     /// True when the sandbox has a read-only root at all.
     pub(crate) fn has_read_only_root(&self) -> bool {
-        self.roots.iter().any(|r| r.access == Access::ReadOnly)
+        self.roots_and_guarded()
+            .any(|r| r.access == Access::ReadOnly)
     }
 
-    /// True when some root other than `except` lies at or below `path`.
+    /// True when some root other than `except` (a served one, or a guarded one with another
+    /// identity) lies at or below `path`.
     pub(crate) fn contains_other_root(&self, path: &AbsolutePathBuf, except: &Root) -> bool {
-        self.roots
-            .iter()
-            .any(|r| !std::ptr::eq(r, except) && r.path.strip_prefix(path).is_some())
+        self.roots_and_guarded().any(|r| {
+            !std::ptr::eq(r, except) && r.id != except.id && r.path.strip_prefix(path).is_some()
+        })
     }
 }
 

@@ -24,6 +24,8 @@ mod claim;
 mod contents;
 mod copy;
 mod metadata;
+mod narrow;
+mod range;
 mod read;
 mod remove;
 mod rename;
@@ -46,6 +48,8 @@ use crate::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
     WriteOptions,
 };
+pub use narrow::{Narrowed, Narrowing};
+pub(crate) use range::range_by_streaming;
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
@@ -172,6 +176,27 @@ impl ExecutorFileSystem for LocalFileSystem {
 
     fn read_file_limit(&self) -> Option<u64> {
         Some(self.inner.read_limit)
+    }
+
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        if self.runs_inline(path) && range::is_small(length) {
+            return range::read_range(&self.inner, path, offset, length);
+        }
+        let path = path.clone();
+        self.run(move |fs| range::read_range(fs, &path, offset, length))
+            .await
+    }
+
+    async fn narrowed(
+        &self,
+        dirs: &[crate::protocol::RootDescription],
+    ) -> FileSystemResult<Narrowed> {
+        narrow::narrowed(self, dirs).await
     }
 
     fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {

@@ -122,7 +122,7 @@ pub(crate) fn require_writable_dir(
 /// True when the directory with identity `id` is a sandbox root or an ancestor of one, wherever
 /// the roots' directories are now: climbs from each root's handle, never looks at names.
 pub(crate) fn is_or_holds_a_root(sandbox: &Sandbox, id: FileId) -> io::Result<bool> {
-    for root in sandbox.roots() {
+    for root in sandbox.roots_and_guarded() {
         if dir_or_ancestor_is(root.dir(), id)? {
             return Ok(true);
         }

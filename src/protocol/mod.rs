@@ -46,6 +46,15 @@ pub const CAPFS_WALK_METHOD: &str = "capfs/walk";
 pub const CAPFS_READ_LINK_METHOD: &str = "capfs/readLink";
 /// `capfs/createSymlink`: a capfs extension; creates a symlink.
 pub const CAPFS_CREATE_SYMLINK_METHOD: &str = "capfs/createSymlink";
+/// `capfs/narrowRoots`: a capfs extension; narrows the connection's roots to directories
+/// inside them, each opened as a root of its own.
+pub const CAPFS_NARROW_ROOTS_METHOD: &str = "capfs/narrowRoots";
+
+/// `capfs/readFileRange`: a capfs extension; part of a file, read from an offset.
+pub const CAPFS_READ_FILE_RANGE_METHOD: &str = "capfs/readFileRange";
+
+mod narrow;
+pub use narrow::{NarrowRootsParams, NarrowRootsResponse, NarrowedRoot, ReadRangeParams};
 
 /// First byte of a data frame. JSON text never starts with it, so a binary frame is a data frame
 /// exactly when it starts with this byte.
@@ -285,6 +294,12 @@ pub struct ServerCapabilities {
     /// The sandbox roots the server serves (absent from older capfs servers).
     #[serde(default)]
     pub roots: Vec<RootDescription>,
+    /// The server understands [`CAPFS_NARROW_ROOTS_METHOD`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub narrow_roots: bool,
+    /// The server understands [`CAPFS_READ_FILE_RANGE_METHOD`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ranges: bool,
 }
 
 /// One sandbox root in [`ServerCapabilities::roots`].

@@ -79,6 +79,10 @@ pub(super) struct Client {
     call_timeout: Duration,
     /// How long a stream goes without progress.
     pub(super) stream_idle_timeout: Duration,
+    /// The server narrows a connection's roots (`capfs/narrowRoots`).
+    pub(super) narrow_roots: bool,
+    /// The server reads ranges of files (`capfs/readFileRange`).
+    pub(super) ranges: bool,
     /// The command carrying the connection, its process group killed when the client goes
     /// away.
     _command: Option<CommandGroup>,
@@ -150,6 +154,8 @@ impl Client {
             roots: Vec::new(),
             call_timeout: options.call_timeout,
             stream_idle_timeout: options.stream_idle_timeout,
+            narrow_roots: false,
+            ranges: false,
             _command: command,
         };
         let params = InitializeParams {
@@ -166,6 +172,8 @@ impl Client {
         client.read_limit = initialized.capfs.as_ref().and_then(|c| c.read_limit);
         client.walk = initialized.capfs.as_ref().is_some_and(|c| c.walk);
         client.capfs = initialized.capfs.is_some();
+        client.narrow_roots = initialized.capfs.as_ref().is_some_and(|c| c.narrow_roots);
+        client.ranges = initialized.capfs.as_ref().is_some_and(|c| c.ranges);
         client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
         client.notify(INITIALIZED_METHOD).await?;
         Ok(client)

@@ -11,8 +11,10 @@
 
 mod client;
 mod connect;
+mod narrow;
 mod options;
 mod outgoing;
+mod range;
 mod reply;
 mod stream;
 
@@ -137,6 +139,15 @@ impl ExecutorFileSystem for RemoteFileSystem {
 
     fn read_file_limit(&self) -> Option<u64> {
         self.client.read_limit
+    }
+
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        self.range(path, offset, length).await
     }
 
     fn served_roots(&self) -> Vec<RootDescription> {

@@ -71,6 +71,9 @@ impl Shared {
 
 pub(crate) struct Connection {
     shared: Arc<Shared>,
+    /// The file system this connection serves: the server's, or a narrowing of it
+    /// (`capfs/narrowRoots`, `narrow.rs`).
+    fs: Arc<dyn ExecutorFileSystem>,
     id: u64,
     peer: Arc<str>,
     session: Session,
@@ -107,6 +110,7 @@ impl Connection {
                 Arc::clone(&shared.watches),
             );
         Self {
+            fs: Arc::clone(&shared.fs),
             shared,
             id,
             peer,
@@ -247,7 +251,7 @@ impl Connection {
 
     fn stream_context(&self, out: &mpsc::Sender<Outgoing>) -> StreamContext {
         StreamContext {
-            fs: Arc::clone(&self.shared.fs),
+            fs: Arc::clone(&self.fs),
             work: self.work.clone(),
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
@@ -288,6 +292,14 @@ impl Connection {
             }
             return;
         }
+        if runs == Some(Runs::ReadLoop) {
+            // In the read loop: every request read after this one sees the narrowed roots,
+            // and so does the work that outlives a request (replace handles, watches).
+            let reply = super::narrow::narrow_connection(&mut self.fs, params).await;
+            self.session.connection().set_fs(Arc::clone(&self.fs));
+            self.answer(out, log, id, reply).await;
+            return;
+        }
         let in_flight = Arc::clone(&self.in_flight);
         if runs == Some(Runs::StreamRead) {
             let ctx = self.stream_context(out);
@@ -300,6 +312,7 @@ impl Connection {
             return;
         }
         let shared = Arc::clone(&self.shared);
+        let connection_fs = Arc::clone(&self.fs);
         let work = self.work.clone();
         let out = out.clone();
         let connection = self.session.connection();
@@ -311,7 +324,7 @@ impl Connection {
             let mut outcome = handler::Outcome::default();
             let max_message_bytes = shared.config.max_message_bytes;
             let working = work.acquire().await;
-            let fs: &dyn ExecutorFileSystem = &*shared.fs;
+            let fs: &dyn ExecutorFileSystem = &*connection_fs;
             let reply = handler::dispatch(
                 fs,
                 &connection,

@@ -16,14 +16,14 @@ use crate::error;
 use crate::protocol::codex;
 use crate::protocol::uri;
 use crate::protocol::{
-    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD,
-    CAPFS_WALK_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams, CreateDirectoryParams,
-    CreateSymlinkParams, ErrorObject, ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INITIALIZE_METHOD, INVALID_PARAMS,
-    INVALID_REQUEST, METHOD_NOT_FOUND, Message, PathParams, ReadDirectoryResponse,
-    ReadLinkResponse, RemoveParams, RenameParams, RequestId, Response, WalkParams, WalkResponse,
-    WriteFileParams,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
+    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
+    CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams, CreateDirectoryParams, CreateSymlinkParams,
+    ErrorObject, ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
+    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
+    FS_WRITE_FILE_METHOD, GetMetadataResponse, INITIALIZE_METHOD, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, Message, PathParams, ReadDirectoryResponse, ReadLinkResponse, RemoveParams,
+    RenameParams, RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
@@ -41,6 +41,9 @@ pub(crate) enum Runs {
     StreamRead,
     /// A streamed write: its data frames follow the request on the same socket.
     StreamWrite,
+    /// In the read loop, before any request read after it: it changes the connection
+    /// (`capfs/narrowRoots`).
+    ReadLoop,
 }
 
 /// What a method does to the paths it names, for the request's `sandbox` policy.
@@ -101,6 +104,8 @@ pub(crate) const METHODS: &[Method] = &[
     row(CAPFS_READ_LINK_METHOD, Runs::Task, Touch::Reads),
     row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task, Touch::Writes),
     row(CAPFS_WALK_METHOD, Runs::Task, Touch::Reads),
+    row(CAPFS_READ_FILE_RANGE_METHOD, Runs::Task, Touch::Reads),
+    row(CAPFS_NARROW_ROOTS_METHOD, Runs::ReadLoop, Touch::Nothing),
     row(
         CAPFS_READ_FILE_STREAM_METHOD,
         Runs::StreamRead,
@@ -222,6 +227,9 @@ async fn dispatch_fs(
 ) -> Result<Payload, ErrorObject> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
     match method {
+        CAPFS_READ_FILE_RANGE_METHOD => {
+            super::range::read_range(fs, params, max_message_bytes, outcome).await
+        }
         FS_READ_FILE_METHOD => {
             let p: PathParams = parse(params)?;
             let too_large = || {

@@ -105,7 +105,12 @@ impl FsCall {
         outcome: &mut handler::Outcome,
     ) -> Message {
         let runs = handler::method(&self.method).map(|m| m.runs);
-        let reply = if matches!(runs, Some(Runs::StreamRead | Runs::StreamWrite)) {
+        let reply = if runs == Some(Runs::ReadLoop) {
+            Err(ErrorObject::new(
+                METHOD_NOT_FOUND,
+                format!("{} needs a connection", self.method),
+            ))
+        } else if matches!(runs, Some(Runs::StreamRead | Runs::StreamWrite)) {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!(
@@ -141,11 +146,11 @@ impl Session {
             environment: None,
             sessions: None,
             session_id: None,
-            connection: Arc::new(ConnectionState {
-                fs: None,
-                handles: Handles::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES))),
-                watches: Arc::new(Watches::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES)))),
-            }),
+            connection: Arc::new(ConnectionState::new(
+                None,
+                Handles::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES))),
+                Watches::new(Arc::new(Semaphore::new(LONE_SESSION_HANDLES))),
+            )),
             data_frames: true,
         }
     }
@@ -168,11 +173,11 @@ impl Session {
     ) -> Self {
         self.environment = Some(super::codex::environment_info(&*fs));
         self.sessions = Some(sessions);
-        self.connection = Arc::new(ConnectionState {
-            fs: Some(fs),
-            handles: Handles::new(handles),
-            watches: Arc::new(Watches::new(watches)),
-        });
+        self.connection = Arc::new(ConnectionState::new(
+            Some(fs),
+            Handles::new(handles),
+            Watches::new(watches),
+        ));
         self
     }
 
@@ -314,6 +319,8 @@ impl Session {
                 read_limit: self.read_limit,
                 walk: true,
                 roots: self.roots.clone(),
+                narrow_roots: true,
+                ranges: true,
             }),
         };
         serde_json::to_value(response).expect("protocol results always serialize")

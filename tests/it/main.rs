@@ -29,7 +29,9 @@
 //!   its texts reach the terminal escaped; its frames, silences and lies are bounded errors;
 //! - `client_names`: local names that are not UTF-8, shown escaped and acted on exactly;
 //! - `audit_lines`: every field of an audit line bounded, each path once and as sent;
-//! - `walk`: the confined tree walk, locally and as `capfs/walk`.
+//! - `walk`: the confined tree walk, locally and as `capfs/walk`;
+//! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`);
+//! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -51,10 +53,12 @@ mod hostile_server;
 mod listening;
 mod load;
 mod lying_server;
+mod narrowing;
 mod operating;
 mod properties;
 mod protocol;
 mod races;
+mod ranges;
 mod root_races;
 mod semantics;
 mod stat_paths;

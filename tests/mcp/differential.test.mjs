@@ -22,6 +22,18 @@ function twin(label) {
   fs.mkdirSync(path.join(ws, ".git"));
   fs.writeFileSync(path.join(ws, ".git/HEAD"), "ref\n");
   fs.symlinkSync("a.txt", path.join(ws, "alias.txt"));
+  // For the patterns: a dependency tree, a literal brace in a name, a hidden directory.
+  fs.mkdirSync(path.join(ws, "node_modules/dep/lib"), { recursive: true });
+  fs.writeFileSync(path.join(ws, "node_modules/dep/lib/index.js"), "x\n");
+  fs.writeFileSync(path.join(ws, "node_modules/dep/package.json"), "{}\n");
+  fs.writeFileSync(path.join(ws, "src/app.js"), "x\n");
+  fs.mkdirSync(path.join(ws, "pat"));
+  fs.writeFileSync(path.join(ws, "pat/br{ace}.js"), "x\n");
+  fs.writeFileSync(path.join(ws, "pat/brace.js"), "x\n");
+  for (const n of ["f8.txt", "f08.txt", "f10.txt"]) fs.writeFileSync(path.join(ws, "pat", n), "x\n");
+  fs.writeFileSync(path.join(ws, "a.ts"), "x\n");
+  fs.mkdirSync(path.join(ws, ".hidden"));
+  fs.writeFileSync(path.join(ws, ".hidden/h.js"), "x\n");
   return ws;
 }
 
@@ -45,6 +57,31 @@ const CALLS = (p) => [
   ["search_files", { path: p("."), pattern: "**/*.ts" }],
   ["search_files", { path: p("."), pattern: "*.txt", excludePatterns: ["Big*"] }],
   ["search_files", { path: p("."), pattern: "*.none" }],
+  // Patterns as minimatch reads them (excludePatterns and search_files).
+  ["directory_tree", { path: p("."), excludePatterns: ["node_modules/"] }],
+  ["directory_tree", { path: p("."), excludePatterns: ["node_modules"] }],
+  ["directory_tree", { path: p("."), excludePatterns: ["**/*.{js,ts}", ".git"] }],
+  ["directory_tree", { path: p("."), excludePatterns: ["!(src)"] }],
+  ["directory_tree", { path: p("src"), excludePatterns: ["!*.ts"] }],
+  ["search_files", { path: p("pat"), pattern: "br{ace}.js" }],
+  ["search_files", { path: p("."), pattern: "{pat/brace,a}.{js,ts}" }],
+  ["search_files", { path: p("."), pattern: "!*.js" }],
+  ["search_files", { path: p("."), pattern: "**/*.js", excludePatterns: ["node_modules/**"] }],
+  ["search_files", { path: p("."), pattern: "**/*.js", excludePatterns: ["node_modules/"] }],
+  ["search_files", { path: p("."), pattern: "**", excludePatterns: ["!src"] }],
+  ["search_files", { path: p("."), pattern: "src/**", excludePatterns: ["!src", "!src/*.ts"] }],
+  ["search_files", { path: p("."), pattern: "a**.ts" }],
+  ["search_files", { path: p("."), pattern: "**/.hidden/*" }],
+  ["search_files", { path: p("."), pattern: "src//*.js" }],
+  ["search_files", { path: p("."), pattern: "a{1..3}" }],
+  ["search_files", { path: p("pat"), pattern: "f{08..10}.txt" }],
+  ["search_files", { path: p("."), pattern: "#comment" }],
+  ["search_files", { path: p("."), pattern: "+(a|b).ts" }],
+  ["search_files", { path: p("."), pattern: "**/@(app|m).*" }],
+  ["search_files", { path: p("."), pattern: "[[:alpha:]].ts" }],
+  ["search_files", { path: p("src"), pattern: "*.!(js)" }],
+  ["search_files", { path: p("."), pattern: "**/*.js", excludePatterns: ["**/!(src|node_modules|dep|lib|pat)/**"] }],
+  ["directory_tree", { path: p("."), excludePatterns: ["@(node_modules|.git)"] }],
   ["edit_file", { path: p("code.js"), edits: [{ oldText: "return 1;", newText: "return 2;" }], dryRun: true }],
   ["edit_file", { path: p("code.js"), edits: [{ oldText: "function f() {\nreturn 1;\n}", newText: "function g() {\n    return 3;\n}" }] }],
   ["edit_file", { path: p("nonl.txt"), edits: [{ oldText: "last", newText: "final" }] }],

@@ -100,3 +100,37 @@ export function median(values) {
   const m = Math.floor(s.length / 2);
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
+
+/** capfs mcp on `dirs` through `capfs serve --listen stdio` run as its --remote-command, the
+ *  server serving `serveRoots` (which may be wider than `dirs`). */
+export function capfsThroughCommand(serveRoots, dirs, options) {
+  const roots = serveRoots.map((d) => `--root '${d}'`).join(" ");
+  const command = `'${CAPFS}' serve --listen stdio ${roots}`;
+  return connect(CAPFS, ["mcp", "--remote-command", command, ...dirs], options);
+}
+
+/** capfs mcp on `dirs` through `capfs serve` on 127.0.0.1 port 0 serving `serveRoots`; its
+ *  close also stops the server. */
+export async function capfsThroughServer(serveRoots, dirs, options) {
+  const server = await startServer(serveRoots);
+  try {
+    const c = await connect(CAPFS, ["mcp", "--remote", server.url, ...dirs], options);
+    return { ...c, close: async () => { await c.close(); await server.stop(); } };
+  } catch (e) {
+    await server.stop();
+    throw e;
+  }
+}
+
+/** Calls list_allowed_directories until its first block is `text`, at most 500 times and
+ *  10 s (each call is a round trip: no sleeping); returns the last text seen. */
+export async function awaitAllowed(client, text) {
+  const deadline = Date.now() + 10_000;
+  let last;
+  for (let i = 0; i < 500 && Date.now() < deadline; i++) {
+    const r = await client.callTool({ name: "list_allowed_directories", arguments: {} });
+    last = r.content[0].text;
+    if (last === text) return last;
+  }
+  return last;
+}

@@ -148,7 +148,9 @@ test("without directories, --remote serves the server's announced roots with the
   const server = await startServer([ws], ["--read-only", ro]);
   const { client, close } = await connect(CAPFS, ["mcp", "--remote", server.url]);
   try {
-    assert.equal((await call(client, "list_allowed_directories")).text, `Allowed directories:\n${ws}\n${ro} (read-only)`);
+    const listed = await call(client, "list_allowed_directories");
+    assert.deepEqual(listed.result.content.map((b) => b.text), [`Allowed directories:\n${ws}\n${ro}`, `Read-only (write_file, edit_file, create_directory and move_file refuse them):\n${ro}`]);
+    assert.deepEqual(listed.structured, { content: `Allowed directories:\n${ws}\n${ro}` });
     const r = await call(client, "write_file", { path: path.join(ro, "keep.txt"), content: "changed" });
     assert.ok(r.isError);
     assert.match(r.text, /is read-only/);
@@ -170,9 +172,11 @@ describe("local behaviour", () => {
       await call(client, "search_files", { path: ws, pattern: "**/*.rs" });
     } finally { await close(); }
     const records = fs.readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l));
-    assert.deepEqual(records.map((r) => r.method), ["fs/readFile", "fs/writeFile", "capfs/walk"]);
-    assert.deepEqual(records[1].paths, [path.join(ws, "w.txt")]);
-    assert.equal(records[1].bytes, 1);
+    // A read looks at the size first, then streams at most what the reply can carry.
+    assert.deepEqual(records.map((r) => r.method), ["fs/getMetadata", "capfs/readFileStream", "fs/writeFile", "capfs/walk"]);
+    assert.equal(records[1].bytes, 19);
+    assert.deepEqual(records[2].paths, [path.join(ws, "w.txt")]);
+    assert.equal(records[2].bytes, 1);
   });
 
   test("reads obey the read limit with a message naming it; a FIFO is refused, not waited on", async () => {
@@ -204,8 +208,10 @@ describe("local behaviour", () => {
     fs.writeFileSync(path.join(ro, "keep.txt"), "keep\n");
     const { client, close } = await capfsLocal([rw], ["--read-only", ro]);
     try {
-      const listed = (await call(client, "list_allowed_directories")).text;
-      assert.equal(listed, `Allowed directories:\n${rw}\n${ro} (read-only)`);
+      // The first block is the reference's (every line after the first a path); the second
+      // says which are read-only.
+      const listed = (await call(client, "list_allowed_directories")).result.content.map((b) => b.text);
+      assert.deepEqual(listed, [`Allowed directories:\n${rw}\n${ro}`, `Read-only (write_file, edit_file, create_directory and move_file refuse them):\n${ro}`]);
       const k = path.join(ro, "keep.txt");
       const attempts = [
         ["write_file", { path: k, content: "changed" }],

@@ -2,13 +2,14 @@
 //! in the format and with the method names `capfs serve` writes (a server backend writes its
 //! own lines for the same calls).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use capfs::protocol::{
-    CAPFS_WALK_METHOD, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, error_kind_name,
+    CAPFS_READ_FILE_RANGE_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WALK_METHOD, ErrorObject,
+    FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, error_kind_name,
 };
 use capfs::server::{AuditLog, AuditRecord, OUTCOME_OK};
 use capfs::{
@@ -20,12 +21,12 @@ use capfs::{
 const PEER: &str = "mcp";
 
 /// An [`ExecutorFileSystem`] that writes an audit line for each call it passes on.
-pub(crate) struct Audited<F> {
-    pub(crate) inner: F,
+pub(crate) struct Audited {
+    pub(crate) inner: Arc<dyn ExecutorFileSystem>,
     pub(crate) log: AuditLog,
 }
 
-impl<F> Audited<F> {
+impl Audited {
     fn record<T>(
         &self,
         method: &str,
@@ -64,12 +65,64 @@ impl<F> Audited<F> {
 }
 
 #[async_trait]
-impl<F: ExecutorFileSystem> ExecutorFileSystem for Audited<F> {
+impl ExecutorFileSystem for Audited {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
         let started = Instant::now();
         let result = self.inner.read_file(path).await;
         let bytes = result.as_ref().map_or(0, |d| d.len() as u64);
         self.record(FS_READ_FILE_METHOD, &[path], started, &result, bytes);
+        result
+    }
+
+    fn read_file_limit(&self) -> Option<u64> {
+        self.inner.read_file_limit()
+    }
+
+    async fn read_file_to(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let started = Instant::now();
+        let result = self.inner.read_file_to(path, writer, progress).await;
+        let bytes = *result.as_ref().unwrap_or(&0);
+        self.record(
+            CAPFS_READ_FILE_STREAM_METHOD,
+            &[path],
+            started,
+            &result,
+            bytes,
+        );
+        result
+    }
+
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        let started = Instant::now();
+        let result = self.inner.read_file_range(path, offset, length).await;
+        let bytes = result.as_ref().map_or(0, |d| d.len() as u64);
+        self.record(
+            CAPFS_READ_FILE_RANGE_METHOD,
+            &[path],
+            started,
+            &result,
+            bytes,
+        );
+        result
+    }
+
+    async fn open_for_transfer(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<Option<std::fs::File>> {
+        let started = Instant::now();
+        let result = self.inner.open_for_transfer(path).await;
+        self.record(CAPFS_READ_FILE_STREAM_METHOD, &[path], started, &result, 0);
         result
     }
 

@@ -4,9 +4,15 @@
 //! layer only turns tool arguments into paths and results into text.
 
 mod audit;
+mod bounded;
+mod glob;
+mod listing;
 mod ops;
+mod reads;
+mod roots;
 mod text;
 mod tools;
+mod wire;
 
 use std::io;
 use std::path::PathBuf;
@@ -21,9 +27,12 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs::AbsolutePathBuf;
 
-pub(crate) use audit::Audited;
+use roots::{Allowed, Backend, Connector, View};
+
+/// Bytes of a reply line beside its result: `{"jsonrpc":"2.0","id":...,"result":...}`.
+const REPLY_ENVELOPE: usize = 1024;
 
 /// The default largest file the read tools return: 64 MiB.
 const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
@@ -31,9 +40,9 @@ const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
 /// Arguments of `capfs mcp`.
 #[derive(Args)]
 pub(crate) struct McpArgs {
-    /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`); with
-    /// --remote/--remote-command, the server's directories the tools may name (default: all
-    /// the server's roots).
+    /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`), each a
+    /// root of its own; with --remote/--remote-command, directories on the server, each opened
+    /// there as a root of its own (default: all the server's roots).
     #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// A read-write sandbox root (repeatable), as a DIR argument.
@@ -58,48 +67,46 @@ pub(crate) struct McpArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["remote", "remote_command"])]
     pub audit_log: Option<PathBuf>,
     /// Largest file a read tool returns, in bytes (local roots; a server applies its own).
-    /// Lower than `serve`'s default: a reply carries the whole file as JSON text, base64 for
-    /// media, and no model reads more.
+    /// Every reply is also held to 8 MiB (what MCP clients read in one message), which bounds
+    /// reads further: about 4 MiB of text, 3 MiB of media.
     #[arg(long, default_value_t = MCP_READ_LIMIT)]
     pub read_limit: u64,
 }
 
-/// A directory the tools may reach.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Allowed {
-    pub path: AbsolutePathBuf,
-    pub read_only: bool,
-}
-
-/// The MCP server: the backend and the directories its tools may name.
+/// The MCP server: the backend, the configured directories and the view in force.
 pub(crate) struct McpServer {
-    fs: Arc<dyn ExecutorFileSystem>,
-    /// The roots capfs was started with; client roots can only narrow them.
+    backend: Backend,
+    /// The directories capfs was started with; client roots can only narrow them.
     configured: Vec<Allowed>,
-    /// The directories in force: `configured`, or the client's roots inside them.
-    allowed: RwLock<Vec<Allowed>>,
+    /// The configured view: every view is made from its handles.
+    base: View,
+    /// The view in force: `base`, or the client's roots opened inside it.
+    view: RwLock<View>,
 }
 
 impl McpServer {
-    pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, configured: Vec<Allowed>) -> Self {
+    pub(crate) fn new(backend: Backend, base: View) -> Self {
         Self {
-            fs,
-            allowed: RwLock::new(configured.clone()),
-            configured,
+            backend,
+            configured: base.allowed.clone(),
+            view: RwLock::new(base.clone()),
+            base,
         }
     }
 
-    fn allowed(&self) -> Vec<Allowed> {
-        self.allowed
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    fn view(&self) -> View {
+        self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Asks the client for its roots and keeps those inside a configured root (with that
-    /// root's access); the others are ignored with a log line. No usable root: the configured
-    /// roots stay. (Roots are deprecated by newer protocol revisions, but clients of the
-    /// reference server offer them.)
+    fn set_view(&self, view: View) {
+        *self.view.write().unwrap_or_else(|e| e.into_inner()) = view;
+    }
+
+    /// Asks the client for its roots and opens those inside a configured directory (with its
+    /// access) as roots of their own, on the configured directories' handles; the others are
+    /// ignored with a log line. No usable root leaves no directory at all (every call is
+    /// refused and says why), never the configured ones. (Roots are deprecated by newer
+    /// protocol revisions, but clients of the reference server offer them.)
     #[allow(deprecated)]
     async fn refresh_roots(&self, peer: &Peer<RoleServer>) {
         let supports_roots = peer
@@ -115,49 +122,66 @@ impl McpServer {
                 return;
             }
         };
-        let mut narrowed = Vec::new();
-        for root in roots {
-            match self.client_root(&root.uri) {
-                Some(allowed) => narrowed.push(allowed),
+        let mut dirs: Vec<(AbsolutePathBuf, bool)> = Vec::new();
+        for root in &roots {
+            let inside = roots::client_root_path(&root.uri)
+                .map(|p| roots::unalias(&self.configured, &p))
+                .and_then(|p| roots::containing(&self.configured, &p).map(|a| (p, a.read_only)));
+            match inside {
+                Some(dir) if !dirs.iter().any(|d| d.0 == dir.0) => dirs.push(dir),
+                Some(_) => {}
                 None => tracing::warn!(
                     uri = root.uri,
                     "ignoring a client root outside every configured root"
                 ),
             }
         }
-        if narrowed.is_empty() {
-            tracing::warn!("no client root lies inside the configured roots: keeping them");
-            narrowed = self.configured.clone();
+        let uris: Vec<&str> = roots.iter().map(|r| r.uri.as_str()).collect();
+        let view = if dirs.is_empty() {
+            View {
+                fs: Arc::clone(&self.base.fs),
+                allowed: Vec::new(),
+                none_because: Some(format!(
+                    "no allowed directories: the client's roots ({}) lie outside the configured \
+                     directories ({})",
+                    if uris.is_empty() {
+                        "none".to_string()
+                    } else {
+                        uris.join(", ")
+                    },
+                    self.configured
+                        .iter()
+                        .map(|a| a.path.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
+        } else if dirs.len() == self.configured.len()
+            && dirs
+                .iter()
+                .all(|(p, _)| self.configured.iter().any(|a| a.path == *p))
+        {
+            self.base.clone()
         } else {
-            tracing::info!(roots = ?narrowed.iter().map(|a| a.path.to_string()).collect::<Vec<_>>(), "allowed directories narrowed to the client's roots");
+            match self.backend.narrow(&self.configured, dirs).await {
+                Ok(view) => view,
+                Err(e) => View {
+                    fs: Arc::clone(&self.base.fs),
+                    allowed: Vec::new(),
+                    none_because: Some(format!(
+                        "no allowed directories: the client's roots could not be opened: {e}"
+                    )),
+                },
+            }
+        };
+        match &view.none_because {
+            Some(why) => tracing::warn!("{why}"),
+            None => {
+                tracing::info!(roots = ?view.allowed.iter().map(|a| a.path.to_string()).collect::<Vec<_>>(), "allowed directories narrowed to the client's roots")
+            }
         }
-        *self.allowed.write().unwrap_or_else(|e| e.into_inner()) = narrowed;
+        self.set_view(view);
     }
-
-    /// The allowed directory a client root names, when it lies inside a configured root.
-    fn client_root(&self, uri: &str) -> Option<Allowed> {
-        let raw = uri.strip_prefix("file://").unwrap_or(uri);
-        let decoded = percent_encoding::percent_decode_str(raw)
-            .decode_utf8()
-            .ok()?;
-        let path = AbsolutePathBuf::new(decoded.as_ref()).ok()?;
-        let root = containing(&self.configured, &path)?;
-        Some(Allowed {
-            path,
-            read_only: root.read_only,
-        })
-    }
-}
-
-/// The innermost of `allowed` that holds `path`.
-pub(crate) fn containing<'a>(
-    allowed: &'a [Allowed],
-    path: &AbsolutePathBuf,
-) -> Option<&'a Allowed> {
-    allowed
-        .iter()
-        .filter(|a| path.strip_prefix(&a.path).is_some())
-        .max_by_key(|a| a.path.as_path().as_os_str().len())
 }
 
 impl ServerHandler for McpServer {
@@ -181,10 +205,17 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let view = self.view();
         let tool = ops::Tools {
-            fs: self.fs.as_ref(),
-            allowed: self.allowed(),
+            fs: view.fs.as_ref(),
+            allowed: view.allowed.clone(),
+            none_because: view.none_because.clone(),
         };
+        let named = arguments
+            .get("path")
+            .or_else(|| arguments.get("source"))
+            .and_then(|p| p.as_str())
+            .map(str::to_string);
         let result = match tool.call(&request.name, arguments).await {
             Ok(ops::Output::Text(text)) => text_result(text),
             Ok(ops::Output::Blocks { blocks, structured }) => {
@@ -194,6 +225,22 @@ impl ServerHandler for McpServer {
             }
             Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
         };
+        // Every reply stays under the limit a client reads; the read tools are bounded before
+        // they read, this catches the rest (a huge listing or diff).
+        let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
+        if size > reads::REPLY_LIMIT - REPLY_ENVELOPE {
+            let what = named.map_or_else(
+                || request.name.to_string(),
+                |p| format!("{p}: {}", request.name),
+            );
+            let message = format!(
+                "{what}: the reply would take {size} bytes, more than the {} bytes capfs mcp \
+                 sends in one message; ask for less (head or tail for a file, a narrower path \
+                 or excludePatterns for a listing)",
+                reads::REPLY_LIMIT
+            );
+            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        }
         Ok(result.into())
     }
 
@@ -220,19 +267,21 @@ fn text_result(text: String) -> CallToolResult {
 ///
 /// A failed handshake or transport.
 pub(crate) async fn serve(server: McpServer) -> io::Result<()> {
+    let (read, write) = rmcp::transport::io::stdio_pipes();
+    let (incoming, outgoing, writer) = wire::wrap(read, write);
+    let writing = tokio::spawn(writer);
     let running = server
-        .serve(rmcp::transport::io::stdio_pipes())
+        .serve((incoming, outgoing))
         .await
         .map_err(|e| io::Error::other(format!("mcp handshake failed: {e}")))?;
     running
         .waiting()
         .await
         .map_err(|e| io::Error::other(format!("mcp service failed: {e}")))?;
-    Ok(())
-}
-
-fn invalid(message: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message.to_string())
+    // The transport is gone: the writer ends once it has written what was queued.
+    writing
+        .await
+        .map_err(|e| io::Error::other(format!("mcp writer failed: {e}")))?
 }
 
 fn read_token(file: Option<&std::path::Path>) -> io::Result<Option<String>> {
@@ -244,112 +293,87 @@ fn read_token(file: Option<&std::path::Path>) -> io::Result<Option<String>> {
         None => std::env::var("CAPFS_TOKEN").ok(),
     };
     match token.map(|t| t.trim().to_string()) {
-        Some(t) if t.is_empty() => Err(invalid("the token is empty")),
+        Some(t) if t.is_empty() => Err(roots::invalid("the token is empty")),
         other => Ok(other),
     }
-}
-
-/// The directories of a server backend: those named on the command line (each inside one of
-/// the server's roots, with its access), or all the server's roots.
-fn remote_allowed(dirs: &[PathBuf], remote: &capfs::RemoteFileSystem) -> io::Result<Vec<Allowed>> {
-    let roots: Vec<Allowed> = remote
-        .roots()
-        .iter()
-        .map(|r| Allowed {
-            path: r.path.clone(),
-            read_only: r.access == capfs::protocol::RootAccess::ReadOnly,
-        })
-        .collect();
-    if dirs.is_empty() {
-        if roots.is_empty() {
-            return Err(invalid(
-                "the server names no roots: give the directories the tools may use, capfs mcp --remote URL DIR...",
-            ));
-        }
-        return Ok(roots);
-    }
-    dirs.iter()
-        .map(|d| {
-            let path = AbsolutePathBuf::new(d)?;
-            if roots.is_empty() {
-                return Ok(Allowed {
-                    path,
-                    read_only: false,
-                });
-            }
-            match containing(&roots, &path) {
-                Some(root) => Ok(Allowed {
-                    read_only: root.read_only,
-                    path,
-                }),
-                None => Err(invalid(&format!(
-                    "{path}: not inside any of the server's roots"
-                ))),
-            }
-        })
-        .collect()
 }
 
 /// Runs `capfs mcp`: opens the backend, then serves the tools on stdin/stdout.
 ///
 /// # Errors
 ///
-/// Bad arguments, an unreachable server, a sandbox root that cannot be opened, a failed
-/// transport.
+/// Bad arguments, an unreachable server, a directory that cannot be opened (or that the
+/// server cannot open as a root of its own), a failed transport.
 pub(crate) async fn run(args: McpArgs) -> io::Result<()> {
-    let remote = if let Some(command) = &args.remote_command {
-        Some(
-            capfs::RemoteFileSystem::connect_command(command, capfs::RemoteOptions::default())
-                .await?,
-        )
+    let connector = if let Some(command) = &args.remote_command {
+        Some(Connector::Command(command.clone()))
     } else if let Some(url) = &args.remote {
         let options = capfs::RemoteOptions {
             token: read_token(args.token_file.as_deref())?,
             ..capfs::RemoteOptions::default()
         };
-        Some(capfs::RemoteFileSystem::connect(url, options).await?)
+        Some(Connector::Url(url.clone(), options))
     } else {
         None
     };
-    let (fs, allowed): (Arc<dyn ExecutorFileSystem>, Vec<Allowed>) = match remote {
-        Some(remote) => {
-            let allowed = remote_allowed(&args.dirs, &remote)?;
-            (Arc::new(remote), allowed)
+    let (backend, base) = match connector {
+        Some(connector) => {
+            let remote = connector.connect().await?;
+            let (allowed, narrow_configured) =
+                roots::remote_configured(&args.dirs, &remote).await?;
+            let base = View {
+                fs: Arc::new(remote),
+                allowed,
+                none_because: None,
+            };
+            let backend = Backend::Remote {
+                connector,
+                narrow_configured,
+            };
+            (backend, base)
         }
         None => {
-            let mut sandbox = capfs::Sandbox::new();
-            for dir in args.dirs.iter().chain(&args.root) {
-                sandbox = sandbox.with_root(dir, capfs::Access::ReadWrite)?;
-            }
-            for dir in &args.read_only {
-                sandbox = sandbox.with_root(dir, capfs::Access::ReadOnly)?;
-            }
-            if sandbox.roots().is_empty() {
-                return Err(invalid(
+            let dirs: Vec<(PathBuf, bool)> = args
+                .dirs
+                .iter()
+                .chain(&args.root)
+                .map(|d| (d.clone(), false))
+                .chain(args.read_only.iter().map(|d| (d.clone(), true)))
+                .collect();
+            if dirs.is_empty() {
+                return Err(roots::invalid(
                     "give at least one directory: capfs mcp DIR... or --root DIR / --read-only DIR",
                 ));
             }
-            let allowed = sandbox
-                .roots()
-                .iter()
-                .map(|r| Allowed {
-                    path: r.path().clone(),
-                    read_only: r.access() == capfs::Access::ReadOnly,
-                })
-                .collect();
+            let allowed = roots::resolve_configured(&dirs)?;
+            let mut sandbox = capfs::Sandbox::new();
+            for a in &allowed {
+                let access = if a.read_only {
+                    capfs::Access::ReadOnly
+                } else {
+                    capfs::Access::ReadWrite
+                };
+                sandbox = sandbox.with_root(a.path.as_path(), access)?;
+            }
             let local = capfs::LocalFileSystem::with_read_limit(sandbox, args.read_limit);
-            let fs: Arc<dyn ExecutorFileSystem> = match &args.audit_log {
-                Some(path) => Arc::new(Audited {
-                    inner: local,
-                    log: capfs::server::AuditLog::open(path)?,
-                }),
-                None => Arc::new(local),
+            let audit = match &args.audit_log {
+                Some(path) => Some(capfs::server::AuditLog::open(path)?),
+                None => None,
             };
-            (fs, allowed)
+            let backend = Backend::Local {
+                base: local.clone(),
+                audit,
+            };
+            let base = View {
+                fs: backend.wrap(Arc::new(local)),
+                allowed,
+                none_because: None,
+            };
+            (backend, base)
         }
     };
-    for a in &allowed {
-        tracing::info!(root = %a.path, read_only = a.read_only, "allowed directory");
+    for a in &base.allowed {
+        tracing::info!(root = %a.path, read_only = a.read_only, aliases = ?a.aliases.iter().map(ToString::to_string).collect::<Vec<_>>(), "allowed directory");
     }
-    serve(McpServer::new(fs, allowed)).await
+    serve(McpServer::new(backend, base)).await
 }

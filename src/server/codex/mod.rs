@@ -33,11 +33,36 @@ use policy::{Need, Policy};
 
 /// What one connection keeps between its requests for these methods.
 pub(crate) struct ConnectionState {
-    /// The served file system, for work that outlives a request (a replace handle's write);
-    /// `None` where requests are handled without a connection.
-    pub(crate) fs: Option<Arc<dyn ExecutorFileSystem>>,
+    /// The file system the connection serves (narrowed with it), for work that outlives a
+    /// request (a replace handle's write, a watch); `None` where requests are handled without
+    /// a connection.
+    fs: std::sync::RwLock<Option<Arc<dyn ExecutorFileSystem>>>,
     pub(crate) handles: Handles,
     pub(crate) watches: Arc<watch::Watches>,
+}
+
+impl ConnectionState {
+    pub(crate) fn new(
+        fs: Option<Arc<dyn ExecutorFileSystem>>,
+        handles: Handles,
+        watches: watch::Watches,
+    ) -> Self {
+        Self {
+            fs: std::sync::RwLock::new(fs),
+            handles,
+            watches: Arc::new(watches),
+        }
+    }
+
+    /// The file system the connection serves now.
+    pub(crate) fn fs(&self) -> Option<Arc<dyn ExecutorFileSystem>> {
+        self.fs.read().expect("connection file system").clone()
+    }
+
+    /// The connection now serves `fs` (a narrowing of what it served).
+    pub(crate) fn set_fs(&self, fs: Arc<dyn ExecutorFileSystem>) {
+        *self.fs.write().expect("connection file system") = Some(fs);
+    }
 }
 
 impl std::fmt::Debug for ConnectionState {
@@ -171,7 +196,7 @@ pub(crate) async fn dispatch(
         FS_OPEN_METHOD => {
             async {
                 let p: OpenParams = parse(params.take())?;
-                match (p.mode, &state.fs) {
+                match (p.mode, state.fs()) {
                     (OpenMode::Read, _) => {
                         state
                             .handles
@@ -179,7 +204,6 @@ pub(crate) async fn dispatch(
                             .await
                     }
                     (OpenMode::Replace, Some(shared)) => {
-                        let shared = Arc::clone(shared);
                         let id = p.handle_id.clone();
                         state.handles.open_replace(shared, id, p.path.clone()).await
                     }
@@ -237,13 +261,13 @@ pub(crate) async fn dispatch(
         FS_WATCH_MISSING_METHOD => {
             async {
                 let p: watch::WatchParams = parse(params.take())?;
-                let Some(shared) = &state.fs else {
+                let Some(shared) = state.fs() else {
                     return Err(ErrorObject::new(
                         INVALID_REQUEST,
                         "fs/watchMissing needs a connection",
                     ));
                 };
-                watch::Watches::watch(&state.watches, Arc::clone(shared), p)
+                watch::Watches::watch(&state.watches, shared, p)
                     .await
                     .map_err(io)?;
                 reply(serde_json::json!({ "watching": true }))
