@@ -69,26 +69,28 @@ test('a codex turn reads its instructions and skills and edits files through cap
   }
 });
 
-test('a write outside the workspace is refused by capfs, whatever codex allows', async () => {
-  const target = path.join(outside, 'planted.txt');
-  const model = await scriptedModel([
-    [patch(`*** Add File: ${target}\n+planted\n`)],
-    [{ say: 'done' }],
-  ]);
-  const home = scratch('home');
-  try {
-    // Full access: codex itself lets the write through, so only capfs can stop it.
-    const run = await codexExec({ home, model, executor: server.url, cwd: ws, sandbox: 'danger-full-access', prompt: 'go' });
-    assert.equal(model.requests.length, 2, run.output);
-    assert.ok(!fs.existsSync(target), 'nothing was planted outside the root');
-    assert.deepEqual(fs.readdirSync(outside), ['canary.txt']);
-    assert.equal(fs.readFileSync(path.join(outside, 'canary.txt'), 'utf8'), 'canary\n');
-    const outputs = model.requests[1].input.filter((item) => item.type === 'custom_tool_call_output');
-    assert.match(JSON.stringify(outputs), /Failed to write file/, 'the refusal reached the model');
-  } finally {
-    model.close();
-  }
-});
+for (const sandbox of ['workspace-write', 'danger-full-access']) {
+  test(`a write outside the workspace is refused in ${sandbox} mode`, async () => {
+    const target = path.join(outside, `planted-${sandbox}.txt`);
+    const model = await scriptedModel([
+      [patch(`*** Add File: ${target}\n+planted\n`)],
+      [{ say: 'done' }],
+    ]);
+    const home = scratch('home');
+    try {
+      // In full-access mode codex itself lets the write through, so only capfs can stop it.
+      const run = await codexExec({ home, model, executor: server.url, cwd: ws, sandbox, prompt: 'go' });
+      assert.equal(model.requests.length, 2, run.output);
+      assert.ok(!fs.existsSync(target), 'nothing was planted outside the root');
+      assert.deepEqual(fs.readdirSync(outside), ['canary.txt']);
+      assert.equal(fs.readFileSync(path.join(outside, 'canary.txt'), 'utf8'), 'canary\n');
+      const outputs = model.requests[1].input.filter((item) => item.type === 'custom_tool_call_output');
+      assert.match(JSON.stringify(outputs), /Failed to write file|rejected|denied/i, 'the refusal reached the model');
+    } finally {
+      model.close();
+    }
+  });
+}
 
 // `environments.toml` naming capfs over stdio (JSON lines), as over ssh; `include_local = false`
 // so that codex never falls back to running the turn on the host.
