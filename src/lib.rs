@@ -93,12 +93,13 @@ mod remote;
 mod sandbox;
 pub mod server;
 mod transport;
+mod walk;
 
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_DEPTH_LIMIT, Walk, WalkEntry,
-    WalkOptions, WriteOptions,
+    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT,
+    WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions, WriteOptions,
 };
 pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem};
 pub use path::AbsolutePathBuf;

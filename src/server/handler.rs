@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::audit;
 use super::outgoing::Outgoing;
+use super::{audit, fit};
 use crate::error;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD,
@@ -19,8 +19,8 @@ use crate::protocol::{
     ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
     FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
     FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    Message, PathParams, ReadDirectoryResponse, ReadLinkResponse, RemoveParams, RenameParams,
-    RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
+    Message, PathParams, ReadLinkResponse, RemoveParams, RenameParams, RequestId, Response,
+    WalkParams, WriteFileParams,
 };
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions,
@@ -123,7 +123,7 @@ impl Outcome {
 }
 
 /// Runs the fs method `method` with `params` on `fs`; a `fs/readFile` reply may be at most
-/// `max_message_bytes` long.
+/// `max_message_bytes` long, and walks and listings are cut to it.
 pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
     method: &str,
@@ -207,14 +207,7 @@ pub(crate) async fn dispatch(
             let p: PathParams = parse(params)?;
             outcome.name(&[&p.path]);
             let entries = fs.read_directory(&p.path).await.map_err(io)?;
-            // A lossy name shown to the client would lead it to another entry (or none) when
-            // sent back: such entries are left out and counted instead.
-            let (lossy, exact): (Vec<_>, Vec<_>) =
-                entries.into_iter().partition(|entry| entry.lossy_name);
-            reply(ReadDirectoryResponse {
-                entries: exact.into_iter().map(Into::into).collect(),
-                non_utf8_names_omitted: lossy.len() as u64,
-            })
+            reply(fit::listing_reply(entries, max_message_bytes))
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
@@ -279,7 +272,7 @@ pub(crate) async fn dispatch(
             outcome.add(&p.path);
             let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
             outcome.bytes = walk.entries.len() as u64;
-            reply(WalkResponse::from(walk))
+            reply(fit::walk_reply(walk, max_message_bytes))
         }
         other => Err(ErrorObject::new(
             METHOD_NOT_FOUND,

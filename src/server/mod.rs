@@ -13,6 +13,7 @@
 mod audit;
 mod config;
 mod connection;
+mod fit;
 mod handler;
 mod listener;
 mod outgoing;

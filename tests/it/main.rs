@@ -23,7 +23,9 @@
 //!   well-behaved client, with thread, memory and latency figures;
 //! - `faults`: servers killed mid-write, clients gone mid-upload, many clients at once;
 //! - `cli`: the `capfs` client end to end against a real server, with pipes, FIFOs, symlinks;
-//! - `walk`: the confined tree walk, locally and as `capfs/walk`.
+//! - `walk`: the confined tree walk, locally and as `capfs/walk`;
+//! - `walk_bounds`: walks under descriptor limits (errors reported, a few descriptors held
+//!   whatever the depth), and walk and listing replies cut to the message limit.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
 //! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
@@ -49,3 +51,4 @@ mod stat_paths;
 mod stream_bounds;
 mod streaming;
 mod walk;
+mod walk_bounds;
