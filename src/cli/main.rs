@@ -469,6 +469,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_blocking_per_connection: args.max_blocking_per_connection,
         stream_idle_timeout: args.stream_idle_timeout,
         connection_threads: args.connection_threads(),
+        max_outgoing_bytes: args.max_outgoing_bytes,
+        max_outgoing_bytes_per_connection: args.max_outgoing_bytes_per_connection,
         audit: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -18,9 +18,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
+use super::budget::{Budget, ConnectionBudget, ReplyBudget};
 use super::config::ServerConfig;
-use super::handler::{self, Payload, send, send_reply};
+use super::handler::{self, Payload, send};
 use super::outgoing::{self, Outgoing};
+use super::reply;
 use super::session::{FsCall, Session, Step};
 use super::stream::{self, StreamContext};
 use super::work::{Permits, Work};
@@ -43,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<Semaphore>,
     /// Requests doing file-system work at once, across the server.
     pub(crate) work: Arc<Semaphore>,
+    /// The outgoing bytes replies and data frames may hold, across the server.
+    pub(crate) budget: Budget,
 }
 
 impl Shared {
@@ -51,6 +55,10 @@ impl Shared {
             fs,
             connections: Arc::new(Semaphore::new(config.max_connections)),
             work: Arc::new(Semaphore::new(config.max_blocking)),
+            budget: Budget::new(
+                config.max_outgoing_bytes,
+                config.max_outgoing_bytes_per_connection,
+            ),
             config,
         }
     }
@@ -68,6 +76,8 @@ pub(crate) struct Connection {
     /// is refused with `server busy`.
     admitted: Arc<Semaphore>,
     work: Work,
+    /// This connection's part of the outgoing budget.
+    budget: ConnectionBudget,
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
     /// The writer writes data frames of local files into the socket itself (see `outgoing.rs`).
@@ -87,6 +97,7 @@ impl Connection {
         let session = Session::new(shared.config.max_message_bytes)
             .with_roots(shared.fs.served_roots())
             .announcing(shared.fs.read_file_limit());
+        let budget = shared.budget.connection();
         Self {
             shared,
             id,
@@ -95,6 +106,7 @@ impl Connection {
             in_flight,
             admitted,
             work,
+            budget,
             uploads: HashMap::new(),
             direct_frames: false,
         }
@@ -165,7 +177,10 @@ impl Connection {
 
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
         match self.session.receive(bytes) {
-            Step::Reply(message) => send(out, WsMessage::text(message.to_text())).await,
+            Step::Reply(message) => {
+                let mut budget = self.reply_budget();
+                reply::send_message(out, &mut budget, &message).await;
+            }
             Step::Answer { request, reply } => {
                 let log = self.request_log(&request.method, request.params.as_ref());
                 self.answer(out, log, request.id, reply).await;
@@ -202,7 +217,12 @@ impl Connection {
         reply: Result<Value, ErrorObject>,
     ) {
         log.finish(&reply, 0);
-        send_reply(out, id, reply.map(Payload::Json)).await;
+        let mut budget = self.reply_budget();
+        reply::send(out, &mut budget, id, reply.map(Payload::Json)).await;
+    }
+
+    fn reply_budget(&self) -> ReplyBudget {
+        ReplyBudget::new(self.budget.clone(), self.work.clone())
     }
 
     fn busy(&self) -> ErrorObject {
@@ -220,6 +240,7 @@ impl Connection {
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
             direct_frames: self.direct_frames,
+            budget: self.budget.clone(),
         }
     }
 
@@ -267,7 +288,7 @@ impl Connection {
             return;
         }
         let shared = Arc::clone(&self.shared);
-        let work = self.work.clone();
+        let budget = self.reply_budget();
         let out = out.clone();
         // Everything runs beside this loop, so a file system that hangs never stalls it.
         tokio::spawn(async move {
@@ -276,17 +297,21 @@ impl Connection {
             };
             let mut outcome = handler::Outcome::new(audit::keeps_paths(log.audit.as_ref()));
             let max_message_bytes = shared.config.max_message_bytes;
-            let working = work.acquire().await;
+            let mut budget = budget;
+            // The work permit goes with the budget, which gives it back while it waits.
+            budget.start_work().await;
+            outcome.budget = Some(budget);
             let fs: &dyn ExecutorFileSystem = &*shared.fs;
             let reply =
                 handler::dispatch(fs, &method, params, max_message_bytes, &mut outcome).await;
-            drop(working);
+            let mut budget = outcome.budget.take().expect("the budget given above");
+            budget.end_work();
             let log = RequestLog {
                 paths: outcome.paths,
                 ..log
             };
             log.finish(&Payload::for_log(&reply), outcome.bytes);
-            send_reply(&out, id, reply).await;
+            reply::send(&out, &mut budget, id, reply).await;
             drop((in_flight, admitted));
         });
     }

@@ -2,10 +2,16 @@
 //! directory listing keep the entries that fit and say that they were cut (`truncated`).
 //!
 //! Sizes are counted exactly as `serde_json` writes the reply, without writing it: the cut is
-//! made before the text is built.
+//! made, and the reply's bytes reserved in the outgoing budget, before the text is built. When
+//! the budget cannot cover the reply at once, the listing is dropped while the request waits,
+//! and made again once the bytes are reserved (cut to them), so that a request waiting on the
+//! budget holds nothing.
 
-use crate::protocol::{DirectoryEntry, ReadDirectoryResponse, WalkResponse};
-use crate::{ReadDirectoryEntry, Walk};
+use super::handler::{Outcome, Payload, reply};
+use crate::protocol::{
+    DirectoryEntry, ErrorObject, ReadDirectoryResponse, WalkParams, WalkResponse,
+};
+use crate::{AbsolutePathBuf, ExecutorFileSystem, ReadDirectoryEntry, Walk};
 
 /// Bytes of a reply outside its list of entries: the id's member (ids counted apart, as for
 /// `fs/readFile`), the other members' names and punctuation, the counts.
@@ -52,8 +58,9 @@ fn keep_fitting<T>(items: &mut Vec<T>, room: &mut usize, size: impl Fn(&T) -> us
 /// The `capfs/walk` reply to `walk`, cut to `max_message_bytes`: the directories it could not
 /// list come first (each one left out is a walk that looks more complete than it is), then the
 /// entries, in order, as long as they fit.
-pub(crate) fn walk_reply(mut walk: Walk, max_message_bytes: usize) -> WalkResponse {
-    let mut room = max_message_bytes.saturating_sub(RESULT_ROOM);
+pub(crate) fn walk_reply(mut walk: Walk, max_message_bytes: usize) -> (WalkResponse, usize) {
+    let start = max_message_bytes.saturating_sub(RESULT_ROOM);
+    let mut room = start;
     // {"path":…,"message":…}
     let error_len =
         |e: &crate::WalkError| 20 + json_string_len(&e.path) + json_string_len(&e.message);
@@ -68,7 +75,8 @@ pub(crate) fn walk_reply(mut walk: Walk, max_message_bytes: usize) -> WalkRespon
     };
     cut |= keep_fitting(&mut walk.entries, &mut room, entry_len);
     walk.truncated |= cut;
-    WalkResponse::from(walk)
+    let size = RESULT_ROOM + (start - room);
+    (WalkResponse::from(walk), size)
 }
 
 /// The `fs/readDirectory` reply to `entries`, names that are not UTF-8 left out and counted
@@ -76,10 +84,11 @@ pub(crate) fn walk_reply(mut walk: Walk, max_message_bytes: usize) -> WalkRespon
 pub(crate) fn listing_reply(
     entries: Vec<ReadDirectoryEntry>,
     max_message_bytes: usize,
-) -> ReadDirectoryResponse {
+) -> (ReadDirectoryResponse, usize) {
     let (lossy, exact): (Vec<_>, Vec<_>) = entries.into_iter().partition(|entry| entry.lossy_name);
     let mut entries: Vec<DirectoryEntry> = exact.into_iter().map(Into::into).collect();
-    let mut room = max_message_bytes.saturating_sub(RESULT_ROOM);
+    let start = max_message_bytes.saturating_sub(RESULT_ROOM);
+    let mut room = start;
     // {"fileName":…,"isDirectory":…,"isFile":…,"isSymlink":…}
     let entry_len = |e: &DirectoryEntry| {
         51 + json_string_len(&e.file_name)
@@ -88,11 +97,55 @@ pub(crate) fn listing_reply(
             + bool_len(e.is_symlink)
     };
     let truncated = keep_fitting(&mut entries, &mut room, entry_len);
-    ReadDirectoryResponse {
+    let size = RESULT_ROOM + (start - room);
+    let listing = ReadDirectoryResponse {
         entries,
         non_utf8_names_omitted: lossy.len() as u64,
         truncated,
+    };
+    (listing, size)
+}
+
+fn io(e: std::io::Error) -> ErrorObject {
+    ErrorObject::from_io(&e)
+}
+
+/// `fs/readDirectory` of `path`: the listing cut to `max_message_bytes`, its bytes reserved.
+pub(crate) async fn listing(
+    fs: &dyn ExecutorFileSystem,
+    path: &AbsolutePathBuf,
+    max_message_bytes: usize,
+    outcome: &mut Outcome,
+) -> Result<Payload, ErrorObject> {
+    let entries = fs.read_directory(path).await.map_err(io)?;
+    let (mut listing, size) = listing_reply(entries, max_message_bytes);
+    if !outcome.try_cover(size as u64).map_err(io)? {
+        drop(listing);
+        outcome.cover(size as u64).await.map_err(io)?;
+        let entries = fs.read_directory(path).await.map_err(io)?;
+        (listing, _) = listing_reply(entries, size);
     }
+    reply(listing)
+}
+
+/// `capfs/walk` as `p` asks: the walk cut to `max_message_bytes`, its bytes reserved.
+pub(crate) async fn walk(
+    fs: &dyn ExecutorFileSystem,
+    p: &WalkParams,
+    max_message_bytes: usize,
+    outcome: &mut Outcome,
+) -> Result<Payload, ErrorObject> {
+    let options = p.options();
+    let walk = fs.walk(&p.path, &options).await.map_err(io)?;
+    let (mut response, size) = walk_reply(walk, max_message_bytes);
+    if !outcome.try_cover(size as u64).map_err(io)? {
+        drop(response);
+        outcome.cover(size as u64).await.map_err(io)?;
+        let walk = fs.walk(&p.path, &options).await.map_err(io)?;
+        (response, _) = walk_reply(walk, size);
+    }
+    outcome.bytes = response.entries.len() as u64;
+    reply(response)
 }
 
 #[cfg(test)]
@@ -128,7 +181,7 @@ mod tests {
             }],
             ..Walk::default()
         };
-        let whole = serde_json::to_string(&walk_reply(walk.clone(), usize::MAX)).unwrap();
+        let whole = serde_json::to_string(&walk_reply(walk.clone(), usize::MAX).0).unwrap();
         let one_entry = serde_json::to_string(&crate::protocol::WalkEntryWire {
             path: entry.path.clone(),
             is_directory: true,
@@ -141,13 +194,14 @@ mod tests {
         // Room for the errors and exactly two entries: the third is cut, and the reply says so.
         let error_len = 20 + 3 + json_string_len(&walk.errors[0].message) + 1;
         let two = RESULT_ROOM + error_len + 2 * (one_entry.len() + 1);
-        let cut = walk_reply(walk.clone(), two);
+        let (cut, size) = walk_reply(walk.clone(), two);
+        assert!(size <= two);
         assert_eq!(
             (cut.entries.len(), cut.errors.len(), cut.truncated),
             (2, 1, true)
         );
         assert!(serde_json::to_string(&cut).unwrap().len() < two);
-        let all = walk_reply(walk, two + one_entry.len() + 1);
+        let (all, _) = walk_reply(walk, two + one_entry.len() + 1);
         assert_eq!((all.entries.len(), all.truncated), (3, false));
         assert_eq!(serde_json::to_string(&all).unwrap(), whole);
         let listing = vec![
@@ -160,9 +214,9 @@ mod tests {
             };
             10
         ];
-        let reply = listing_reply(listing.clone(), RESULT_ROOM + 5 * 168);
+        let (reply, _) = listing_reply(listing.clone(), RESULT_ROOM + 5 * 168);
         assert_eq!((reply.entries.len(), reply.truncated), (5, true));
-        let reply = listing_reply(listing, usize::MAX);
+        let (reply, _) = listing_reply(listing, usize::MAX);
         assert_eq!((reply.entries.len(), reply.truncated), (10, false));
     }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use super::budget::ReplyBudget;
 use super::outgoing::Outgoing;
 use super::{audit, fit};
 use crate::error;
@@ -81,7 +82,7 @@ impl Payload {
 }
 
 /// Length of the base64 text of `len` bytes.
-fn base64_len(len: u64) -> u64 {
+pub(crate) fn base64_len(len: u64) -> u64 {
     len.div_ceil(3).saturating_mul(4)
 }
 
@@ -92,12 +93,13 @@ pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
 }
 
 /// What a request did, for logs: the paths it named (only when something will log them) and
-/// the bytes it moved.
+/// the bytes it moved; and, on a connection, the outgoing budget its reply draws from.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
     pub(crate) keep_paths: bool,
     pub(crate) paths: Vec<String>,
     pub(crate) bytes: u64,
+    pub(crate) budget: Option<ReplyBudget>,
 }
 
 impl Outcome {
@@ -118,6 +120,23 @@ impl Outcome {
     fn add(&mut self, path: &AbsolutePathBuf) {
         if self.keep_paths {
             self.paths.push(path.to_string());
+        }
+    }
+
+    /// Reserves `bytes` for the reply before it is built, waiting if need be (see
+    /// [`ReplyBudget::cover`]); nothing to do without a budget.
+    pub(crate) async fn cover(&mut self, bytes: u64) -> std::io::Result<()> {
+        match self.budget.as_mut() {
+            Some(budget) => budget.cover(bytes).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Reserves `bytes` if that needs no wait: false when it would.
+    pub(crate) fn try_cover(&mut self, bytes: u64) -> std::io::Result<bool> {
+        match self.budget.as_mut() {
+            Some(budget) => budget.try_cover(bytes),
+            None => Ok(true),
         }
     }
 }
@@ -152,9 +171,13 @@ pub(crate) async fn dispatch(
             // again on what was read, for a file that grew in between.
             if let Ok(metadata) = fs.get_metadata(&p.path).await
                 && metadata.is_file
-                && !reply_fits(metadata.size, max_message_bytes)
             {
-                return Err(too_large());
+                if !reply_fits(metadata.size, max_message_bytes) {
+                    return Err(too_large());
+                }
+                // The contents and their text are reserved before the file is read.
+                let size = metadata.size;
+                outcome.cover(size + base64_len(size)).await.map_err(io)?;
             }
             let data = fs.read_file(&p.path).await.map_err(io)?;
             if !reply_fits(data.len() as u64, max_message_bytes) {
@@ -206,8 +229,7 @@ pub(crate) async fn dispatch(
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
             outcome.name(&[&p.path]);
-            let entries = fs.read_directory(&p.path).await.map_err(io)?;
-            reply(fit::listing_reply(entries, max_message_bytes))
+            fit::listing(fs, &p.path, max_message_bytes, outcome).await
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
@@ -270,9 +292,7 @@ pub(crate) async fn dispatch(
         CAPFS_WALK_METHOD => {
             let p: WalkParams = parse(params)?;
             outcome.add(&p.path);
-            let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
-            outcome.bytes = walk.entries.len() as u64;
-            reply(fit::walk_reply(walk, max_message_bytes))
+            fit::walk(fs, &p, max_message_bytes, outcome).await
         }
         other => Err(ErrorObject::new(
             METHOD_NOT_FOUND,
@@ -295,7 +315,7 @@ pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {
     }
 }
 
-fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
+pub(crate) fn reply(value: impl Serialize) -> Result<Payload, ErrorObject> {
     Ok(Payload::Text(
         serde_json::to_string(&value).expect("protocol results always serialize"),
     ))
@@ -342,15 +362,6 @@ pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) ->
 
 pub(crate) fn error_message(id: RequestId, error: ErrorObject) -> Message {
     Message::Error(ErrorResponse { id, error })
-}
-
-/// Queues the reply to request `id`, serialised straight into the frame's text.
-pub(crate) async fn send_reply(
-    out: &mpsc::Sender<Outgoing>,
-    id: RequestId,
-    reply: Result<Payload, ErrorObject>,
-) {
-    send(out, WsMessage::text(reply_text(id, reply))).await;
 }
 
 pub(crate) async fn send(out: &mpsc::Sender<Outgoing>, message: WsMessage) {

@@ -18,6 +18,7 @@
 //!   stream timeouts and aborts, the reply limit, unsized writes, write options, relays;
 //! - `listening`: handshake budget and deadline, descriptor exhaustion, the shutdown deadline,
 //!   start-up limits, the bearer scheme, audit of refused params, names that are not UTF-8;
+//! - `outgoing`: the outgoing budget: a reply no share can hold, the flags at start-up;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
 //! - `load` (ignored; release, in `.ci/run`): the hostile connection shapes at once beside a
 //!   well-behaved client, with thread, memory and latency figures;
@@ -42,6 +43,7 @@ mod hostile;
 mod listening;
 mod load;
 mod operating;
+mod outgoing;
 mod properties;
 mod protocol;
 mod races;
