@@ -56,6 +56,7 @@ impl Budget {
             share: Arc::new(Semaphore::new(self.share_units as usize)),
             floor: Arc::new(Semaphore::new(units(CONNECTION_FLOOR_BYTES) as usize)),
             share_units: self.share_units,
+            unsized_turn: Arc::new(Semaphore::new(1)),
         }
     }
 }
@@ -68,6 +69,9 @@ pub(crate) struct ConnectionBudget {
     share: Arc<Semaphore>,
     floor: Arc<Semaphore>,
     share_units: u64,
+    /// One listing or walk at a time may be built before its size is known (and so before it
+    /// is reserved); see [`ReplyBudget::unsized_work`].
+    unsized_turn: Arc<Semaphore>,
 }
 
 /// Bytes held for a reply or a frame until it is written; given back on drop.
@@ -303,6 +307,21 @@ impl ReplyBudget {
             }
             None => Ok(false),
         }
+    }
+
+    /// Waits for this connection's turn to build a reply whose size is known only once it is
+    /// built (a listing, a walk): one at a time per connection, so that what a connection holds
+    /// outside its reservations is one such reply. The work permit is given back meanwhile.
+    pub(crate) async fn unsized_work(&mut self) -> OwnedSemaphorePermit {
+        if let Ok(turn) = Arc::clone(&self.budget.unsized_turn).try_acquire_owned() {
+            return turn;
+        }
+        let working = self.permit.take().is_some();
+        let turn = acquire(&self.budget.unsized_turn, 1).await;
+        if working {
+            self.start_work().await;
+        }
+        turn
     }
 
     /// The reservation, to go with the reply into the queue.

@@ -24,6 +24,7 @@ use super::handler::{self, Payload, send};
 use super::outgoing::{self, Outgoing};
 use super::reply;
 use super::session::{FsCall, Session, Step};
+use super::stall::WriterClock;
 use super::stream::{self, StreamContext};
 use super::work::{Permits, Work};
 use crate::ExecutorFileSystem;
@@ -125,12 +126,30 @@ impl Connection {
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
         self.direct_frames = socket.is_some();
         let socket = socket.map(|socket| (socket, self.work.clone()));
-        let writer =
-            AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(sink, socket, out_rx)));
+        let clock = Arc::new(WriterClock::new());
+        let writer = AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(
+            sink,
+            socket,
+            out_rx,
+            Arc::clone(&clock),
+        )));
         let idle = self.shared.config.stream_idle_timeout;
+        let mut stalled = false;
+        // Twice the idle timeout: a stream waiting on the peer fails with its own timeout first.
+        let stall = clock.stalled(idle * 2);
+        tokio::pin!(stall);
         loop {
             let incoming = tokio::select! {
                 () = stop.cancelled() => break,
+                () = &mut stall => {
+                    tracing::warn!(
+                        connection = self.id,
+                        "the peer has read nothing for {:?}: connection closed",
+                        idle * 2
+                    );
+                    stalled = true;
+                    break;
+                }
                 incoming = stream.next() => incoming,
             };
             match incoming {
@@ -166,6 +185,11 @@ impl Connection {
         // Streamed writes still waiting for data will never get it: they fail and leave their
         // files as they were.
         self.uploads.clear();
+        if stalled {
+            // What is queued for a peer that reads nothing is dropped with the writer: its
+            // reservations go back, and the requests waiting behind them end.
+            writer.abort();
+        }
         // Let every admitted request finish and queue its response before the writer closes.
         let _ = self
             .admitted

@@ -2,10 +2,11 @@
 //! directory listing keep the entries that fit and say that they were cut (`truncated`).
 //!
 //! Sizes are counted exactly as `serde_json` writes the reply, without writing it: the cut is
-//! made, and the reply's bytes reserved in the outgoing budget, before the text is built. When
-//! the budget cannot cover the reply at once, the listing is dropped while the request waits,
-//! and made again once the bytes are reserved (cut to them), so that a request waiting on the
-//! budget holds nothing.
+//! made, and the reply's bytes reserved in the outgoing budget, before the text is built. The
+//! entries themselves are read before their size is known: one connection builds one such
+//! reply at a time. When the budget cannot cover the reply at once, the listing is dropped
+//! while the request waits, and made again once the bytes are reserved (cut to them), so that
+//! a request waiting on the budget holds nothing.
 
 use super::handler::{Outcome, Payload, reply};
 use crate::protocol::{
@@ -106,6 +107,13 @@ pub(crate) fn listing_reply(
     (listing, size)
 }
 
+/// What a listing or walk whose reply is `size` bytes holds at most while it is built: its
+/// entries as read, as they go on the wire, and the reply's text (each about the size of the
+/// text). Once the text is built, the reservation shrinks to it (`reply.rs`).
+fn held_while_built(size: usize) -> u64 {
+    3 * size as u64
+}
+
 fn io(e: std::io::Error) -> ErrorObject {
     ErrorObject::from_io(&e)
 }
@@ -117,11 +125,12 @@ pub(crate) async fn listing(
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
+    let turn = outcome.unsized_work().await;
     let entries = fs.read_directory(path).await.map_err(io)?;
     let (mut listing, size) = listing_reply(entries, max_message_bytes);
-    if !outcome.try_cover(size as u64).map_err(io)? {
-        drop(listing);
-        outcome.cover(size as u64).await.map_err(io)?;
+    if !outcome.try_cover(held_while_built(size)).map_err(io)? {
+        drop((listing, turn));
+        outcome.cover(held_while_built(size)).await.map_err(io)?;
         let entries = fs.read_directory(path).await.map_err(io)?;
         (listing, _) = listing_reply(entries, size);
     }
@@ -136,11 +145,12 @@ pub(crate) async fn walk(
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
     let options = p.options();
+    let turn = outcome.unsized_work().await;
     let walk = fs.walk(&p.path, &options).await.map_err(io)?;
     let (mut response, size) = walk_reply(walk, max_message_bytes);
-    if !outcome.try_cover(size as u64).map_err(io)? {
-        drop(response);
-        outcome.cover(size as u64).await.map_err(io)?;
+    if !outcome.try_cover(held_while_built(size)).map_err(io)? {
+        drop((response, turn));
+        outcome.cover(held_while_built(size)).await.map_err(io)?;
         let walk = fs.walk(&p.path, &options).await.map_err(io)?;
         (response, _) = walk_reply(walk, size);
     }

@@ -132,6 +132,15 @@ impl Outcome {
         }
     }
 
+    /// Waits for the connection's turn to build a reply of unknown size (see
+    /// [`ReplyBudget::unsized_work`]); `None` without a budget.
+    pub(crate) async fn unsized_work(&mut self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match self.budget.as_mut() {
+            Some(budget) => Some(budget.unsized_work().await),
+            None => None,
+        }
+    }
+
     /// Reserves `bytes` if that needs no wait: false when it would.
     pub(crate) fn try_cover(&mut self, bytes: u64) -> std::io::Result<bool> {
         match self.budget.as_mut() {

@@ -22,6 +22,7 @@ mod outgoing;
 mod parse;
 mod reply;
 mod session;
+mod stall;
 mod stream;
 mod threads;
 mod work;

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::budget::{ConnectionBudget, Reservation};
+use super::stall::WriterClock;
 use super::work::Work;
 use crate::AbsolutePathBuf;
 use crate::error::{stream_idle, too_large, with_path};
@@ -193,13 +194,15 @@ pub(crate) async fn write_out<S>(
     sink: S,
     socket: Option<(DirectSocket, Work)>,
     queue: mpsc::Receiver<Outgoing>,
+    clock: Arc<WriterClock>,
 ) where
     S: Sink<WsMessage> + Unpin + Send,
 {
     let direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
     let spans = Spans {
         direct,
-        unflushed: Vec::new(),
+        unflushed: None,
+        clock,
     };
     write_queued(sink, queue, spans).await;
 }
@@ -208,22 +211,36 @@ pub(crate) async fn write_out<S>(
 /// them, and reserved messages, whose reservations are held until they are flushed.
 struct Spans {
     direct: Option<DirectFrames>,
-    unflushed: Vec<Reservation>,
+    /// The reservation of the last message fed to tungstenite, until it is flushed.
+    unflushed: Option<Reservation>,
+    clock: Arc<WriterClock>,
 }
 
 impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, Direct> for Spans {
     async fn send(&mut self, sink: &mut S, item: Direct) -> bool {
-        match item {
-            Direct::Span(span) => send_span(sink, self.direct.as_mut(), span).await,
-            Direct::Reserved(message, reservation) => {
-                self.unflushed.push(reservation);
-                sink.feed(message).await.is_ok()
+        self.clock.writing();
+        // Once an item has gone into the socket, or into tungstenite's buffer, everything
+        // before it is out (tungstenite flushes its buffer before it takes another message,
+        // and a span waits for it), so only the last message's bytes are still held.
+        let sent = match item {
+            Direct::Span(span) => {
+                let sent = send_span(sink, self.direct.as_mut(), span).await;
+                self.unflushed = None;
+                sent
             }
-        }
+            Direct::Reserved(message, reservation) => {
+                let sent = sink.feed(message).await.is_ok();
+                self.unflushed = Some(reservation);
+                sent
+            }
+        };
+        self.clock.progressed();
+        sent
     }
 
     fn flushed(&mut self) {
-        self.unflushed.clear();
+        self.unflushed = None;
+        self.clock.flushed();
     }
 }
 

@@ -1,15 +1,16 @@
 //! The server's budget for outgoing bytes (`--max-outgoing-bytes`, and a connection's share,
 //! `--max-outgoing-bytes-per-connection`): a reply no share can hold fails at once, naming the
 //! limit and the streamed method; streamed reads and small replies go on under the same share;
-//! the flags are checked at start-up. What the budget bounds under a load of peers that never
-//! read is asserted by the load test (`load.rs`).
+//! the flags are checked at start-up; a peer that reads nothing for twice the idle timeout is
+//! closed, so that its replies give their bytes back. What the budget bounds under a load of
+//! peers that never read is asserted by the load test (`load.rs`).
 
 use std::process::Stdio;
 
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
 use serde_json::json;
 
-use crate::serve::{RawPeer, ServerProcess, error_of, workspace};
+use crate::serve::{RawPeer, ServerProcess, WAIT, error_of, workspace};
 
 #[tokio::test]
 async fn a_reply_larger_than_a_connection_share_fails_naming_the_limit() {
@@ -81,4 +82,53 @@ async fn outgoing_budgets_are_checked_at_start_up() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(expected), "{flags:?}: {stderr}");
     }
+}
+
+/// A peer that sends 64 whole-file reads of 4 MiB and reads nothing: once the server's writer
+/// has waited on its socket for twice the idle timeout, the server says so and closes the
+/// connection, dropping what was queued; the peer then finds fewer replies than it asked for
+/// and the end of the stream. Another client's calls work throughout.
+#[tokio::test]
+async fn a_peer_that_reads_nothing_is_closed_after_the_idle_timeout() {
+    let (_dir, ws) = workspace();
+    let big = ws.join("big");
+    std::fs::write(&big, vec![7u8; 4 << 20]).unwrap();
+    let args = [
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--stream-idle-timeout".as_ref(),
+        "500ms".as_ref(),
+    ];
+    let (server, mut stderr) = ServerProcess::start_with_stderr(&args).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    for id in 1..=64 {
+        peer.send(json!({"id": id, "method": "fs/readFile", "params": {"path": big}}))
+            .await;
+    }
+    let warned = tokio::time::timeout(WAIT, async {
+        while let Some(line) = stderr.recv().await {
+            if line.contains("has read nothing") {
+                return true;
+            }
+        }
+        false
+    });
+    assert!(
+        warned.await.unwrap_or(false),
+        "the server never closed the peer"
+    );
+    let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
+        .await
+        .unwrap();
+    let path = AbsolutePathBuf::new(&big).unwrap();
+    assert_eq!(fs.read_file(&path).await.unwrap().len(), 4 << 20);
+    let mut replies = 0;
+    while let Some(message) = peer.next().await {
+        if message.get("result").is_some() {
+            replies += 1;
+        }
+    }
+    assert!(replies < 64, "every reply came: the connection was not cut");
+    drop(fs);
+    server.stop().await;
 }
