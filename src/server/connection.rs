@@ -134,20 +134,28 @@ impl Connection {
             Arc::clone(&clock),
         )));
         let idle = self.shared.config.stream_idle_timeout;
-        let mut stalled = false;
-        // Twice the idle timeout: a stream waiting on the peer fails with its own timeout first.
-        let stall = clock.stalled(idle * 2);
-        tokio::pin!(stall);
+        // A peer that reads nothing: once the writer has waited twice the idle timeout (a stream
+        // waiting on the peer fails with its own timeout first), the watchdog drops the writer
+        // with what is queued, so that its reservations go back and every request waiting on
+        // the budget or the queue ends, the read loop's own answers included.
+        let stalled = CancellationToken::new();
+        let watchdog = {
+            let (clock, writer, stalled) = (clock, writer.abort_handle(), stalled.clone());
+            AbortOnDropHandle::new(tokio::spawn(async move {
+                clock.stalled(idle * 2).await;
+                writer.abort();
+                stalled.cancel();
+            }))
+        };
         loop {
             let incoming = tokio::select! {
                 () = stop.cancelled() => break,
-                () = &mut stall => {
+                () = stalled.cancelled() => {
                     tracing::warn!(
                         connection = self.id,
-                        "the peer has read nothing for {:?}: connection closed",
+                        "the peer took nothing queued for it in {:?}: connection closed",
                         idle * 2
                     );
-                    stalled = true;
                     break;
                 }
                 incoming = stream.next() => incoming,
@@ -185,11 +193,6 @@ impl Connection {
         // Streamed writes still waiting for data will never get it: they fail and leave their
         // files as they were.
         self.uploads.clear();
-        if stalled {
-            // What is queued for a peer that reads nothing is dropped with the writer: its
-            // reservations go back, and the requests waiting behind them end.
-            writer.abort();
-        }
         // Let every admitted request finish and queue its response before the writer closes.
         let _ = self
             .admitted
@@ -197,6 +200,7 @@ impl Connection {
             .await;
         drop(out_tx);
         let _ = writer.await;
+        drop(watchdog);
     }
 
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
