@@ -27,7 +27,9 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::serve::{ServerProcess, Socket, WAIT, workspace};
 
+mod measure;
 mod unread;
+use measure::{Latencies, threads_and_rss};
 use unread::{UNREAD_CONNECTIONS, UnreadTargets, unread_peer};
 
 /// The server's bound on requests doing file work at once (`--max-blocking`, its default).
@@ -262,31 +264,6 @@ async fn empty_frame_mid_write(url: String, dir: std::path::PathBuf) -> Result<(
         return Err(format!("the old file changed: {now:?}"));
     }
     Ok(())
-}
-
-/// The server's thread count and resident memory (KiB), from /proc; `None` once it is gone.
-fn threads_and_rss(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-    };
-    Some((field("Threads:")?, field("VmRSS:")?))
-}
-
-/// Latencies of one run of the well-behaved workload.
-struct Latencies(Vec<Duration>);
-
-impl Latencies {
-    fn percentile(&self, p: f64) -> Duration {
-        let mut sorted = self.0.clone();
-        sorted.sort();
-        let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-        sorted[rank]
-    }
 }
 
 /// One well-behaved call, timed; a call that fails or hangs fails the test.
