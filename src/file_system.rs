@@ -6,7 +6,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use std::path::PathBuf;
 
 use crate::AbsolutePathBuf;
-use crate::error;
+pub use crate::walk::{
+    WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions,
+};
+pub(crate) use crate::walk::{WalkFilter, walk_by_listing, walk_child};
 
 /// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
 /// backends give the same kind for the same situation.
@@ -115,183 +118,6 @@ impl ReadDirectoryEntry {
             .as_deref()
             .unwrap_or_else(|| std::ffi::OsStr::new(&self.file_name))
     }
-}
-
-/// The deepest [`WalkOptions::max_depth`] a walk honours; deeper requests are clamped to it, so
-/// a walk holds at most this many directory handles.
-pub const WALK_DEPTH_LIMIT: usize = 256;
-
-/// Options of [`ExecutorFileSystem::walk`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WalkOptions {
-    /// Levels of directories listed: 1 lists only the start directory's own entries. At most
-    /// [`WALK_DEPTH_LIMIT`].
-    pub max_depth: usize,
-    /// Most entries returned; the walk stops at this many and reports itself truncated.
-    pub max_entries: usize,
-    /// A glob (`*`, `?`, `[...]`, `{a,b}`, `**`) matched against each entry's path relative to
-    /// the start directory; only matching entries are returned, but every directory is walked.
-    /// None: every entry is returned.
-    pub pattern: Option<String>,
-    /// Globs matched like `pattern`; a matching entry is neither returned nor descended into.
-    pub exclude: Vec<String>,
-    /// Report each regular file's size (one `stat` per file); otherwise sizes are 0.
-    pub sizes: bool,
-}
-
-impl Default for WalkOptions {
-    fn default() -> Self {
-        Self {
-            max_depth: 64,
-            max_entries: 100_000,
-            pattern: None,
-            exclude: Vec::new(),
-            sizes: false,
-        }
-    }
-}
-
-/// One entry of a [`Walk`]; types are those of the entry itself (symlinks are never followed,
-/// special files are listed, never opened).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WalkEntry {
-    /// The path relative to the start directory, names joined by `/`. Entries whose names are
-    /// not UTF-8 are left out of walks, with everything below them.
-    pub path: String,
-    /// The entry is a directory.
-    pub is_directory: bool,
-    /// The entry is a regular file.
-    pub is_file: bool,
-    /// The entry is a symlink.
-    pub is_symlink: bool,
-    /// Size in bytes of a regular file when [`WalkOptions::sizes`] is set, else 0.
-    pub size: u64,
-}
-
-/// What [`ExecutorFileSystem::walk`] returns: entries in depth-first pre-order (a directory
-/// before its contents, each directory's entries in readdir order).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Walk {
-    /// The entries found.
-    pub entries: Vec<WalkEntry>,
-    /// The walk stopped at [`WalkOptions::max_entries`], or left directories at
-    /// [`WalkOptions::max_depth`] unlisted.
-    pub truncated: bool,
-}
-
-/// The compiled globs of a [`WalkOptions`].
-pub(crate) struct WalkFilter {
-    pattern: Option<globset::GlobMatcher>,
-    exclude: globset::GlobSet,
-}
-
-fn glob(pattern: &str) -> std::io::Result<globset::Glob> {
-    globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()
-        .map_err(|e| error::invalid_glob(pattern, &e))
-}
-
-impl WalkFilter {
-    /// Compiles the globs of `options`.
-    pub(crate) fn new(options: &WalkOptions) -> std::io::Result<Self> {
-        let pattern = match &options.pattern {
-            Some(p) => Some(glob(p)?.compile_matcher()),
-            None => None,
-        };
-        let mut exclude = globset::GlobSetBuilder::new();
-        for p in &options.exclude {
-            exclude.add(glob(p)?);
-        }
-        let exclude = exclude
-            .build()
-            .map_err(|e| error::invalid_glob(&options.exclude.join(", "), &e))?;
-        Ok(Self { pattern, exclude })
-    }
-
-    /// True when the entry at `rel` is left out together with everything below it.
-    pub(crate) fn excludes(&self, rel: &str) -> bool {
-        !self.exclude.is_empty() && self.exclude.is_match(rel)
-    }
-
-    /// True when the entry at `rel` is returned.
-    pub(crate) fn selects(&self, rel: &str) -> bool {
-        self.pattern.as_ref().is_none_or(|p| p.is_match(rel))
-    }
-}
-
-/// The relative path of `name` inside the directory at `prefix` ("" for the start directory).
-pub(crate) fn walk_child(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_string()
-    } else {
-        format!("{prefix}/{name}")
-    }
-}
-
-/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed and one
-/// `get_metadata` per file when sizes are asked for.
-pub(crate) async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
-    fs: &F,
-    path: &AbsolutePathBuf,
-    options: &WalkOptions,
-) -> FileSystemResult<Walk> {
-    let filter = WalkFilter::new(options)?;
-    let max_depth = options.max_depth.min(WALK_DEPTH_LIMIT);
-    let mut walk = Walk::default();
-    if max_depth == 0 {
-        walk.truncated = true;
-        return Ok(walk);
-    }
-    // One level per directory being listed: its path, its relative path, its depth (1 for the
-    // start) and the entries not yet visited.
-    let first = fs.read_directory(path).await?;
-    let mut stack = vec![(path.clone(), String::new(), 1usize, first.into_iter())];
-    while let Some((dir, prefix, depth, entries)) = stack.last_mut() {
-        let Some(entry) = entries.next() else {
-            stack.pop();
-            continue;
-        };
-        if entry.lossy_name {
-            continue;
-        }
-        let rel = walk_child(prefix, &entry.file_name);
-        if filter.excludes(&rel) {
-            continue;
-        }
-        let child = dir.join(&entry.file_name)?;
-        let depth = *depth;
-        if filter.selects(&rel) {
-            if walk.entries.len() == options.max_entries {
-                walk.truncated = true;
-                break;
-            }
-            let size = if options.sizes && entry.is_file {
-                fs.get_metadata(&child).await.map_or(0, |m| m.size)
-            } else {
-                0
-            };
-            walk.entries.push(WalkEntry {
-                path: rel.clone(),
-                is_directory: entry.is_directory,
-                is_file: entry.is_file,
-                is_symlink: entry.is_symlink,
-                size,
-            });
-        }
-        if entry.is_directory && !entry.is_symlink {
-            if depth == max_depth {
-                walk.truncated = true;
-                continue;
-            }
-            // A directory removed or made unreadable since it was listed is skipped.
-            if let Ok(list) = fs.read_directory(&child).await {
-                stack.push((child, rel, depth + 1, list.into_iter()));
-            }
-        }
-    }
-    Ok(walk)
 }
 
 /// A file system an agent's tools use, confined to sandbox roots.
@@ -556,7 +382,7 @@ pub trait ExecutorFileSystem: Send + Sync {
     ///
     /// As [`read_directory`](Self::read_directory) for `path`; `InvalidInput` for a glob that
     /// does not parse. Subdirectories that vanish or cannot be read during the walk are
-    /// skipped.
+    /// left out and reported in [`Walk::errors`].
     async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
         walk_by_listing(self, path, options).await
     }

@@ -94,12 +94,13 @@ mod sandbox;
 pub mod server;
 pub mod terminal;
 mod transport;
+mod walk;
 
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_DEPTH_LIMIT, Walk, WalkEntry,
-    WalkOptions, WriteOptions,
+    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT,
+    WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions, WriteOptions,
 };
 pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowed, Narrowing};
 pub use path::AbsolutePathBuf;

@@ -305,6 +305,13 @@ pub struct ServeArgs {
     /// streamed reads are not bound by it.
     #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
     pub read_limit: u64,
+    /// Most bytes replies and data frames may hold across the server until their sockets take
+    /// them (suffixes K, M, G); each connection also has 1 MiB of its own.
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
+    pub max_outgoing_bytes: u64,
+    /// Most of that one connection may hold; a larger reply fails at once (suffixes K, M, G).
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = parse_size)]
+    pub max_outgoing_bytes_per_connection: u64,
 }
 
 impl ServeArgs {

@@ -366,6 +366,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         stream_idle_timeout: args.stream_idle_timeout,
         connection_threads: args.connection_threads(),
         session_ttl: args.session_ttl,
+        max_outgoing_bytes: args.max_outgoing_bytes,
+        max_outgoing_bytes_per_connection: args.max_outgoing_bytes_per_connection,
         audit: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

@@ -2,7 +2,7 @@
 //! through the root like `read_directory`; every directory below it is opened from its
 //! parent's handle with `O_NOFOLLOW`, so no symlink is followed and nothing a racing rename
 //! puts in place of a name can lead the walk out. Special files are listed from their
-//! directory entry and never opened.
+//! directory entry and never opened. Directories it cannot enter are reported, not skipped.
 
 use std::ffi::OsString;
 use std::io;
@@ -10,9 +10,10 @@ use std::io;
 use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
 
-use super::{Inner, resolve};
-use crate::error::with_path;
-use crate::file_system::{WALK_DEPTH_LIMIT, WalkFilter, walk_child};
+use super::{Inner, resolve, walk};
+use crate::error::{self, with_path};
+use crate::file_system::{WalkFilter, walk_child};
+use crate::sandbox::FileId;
 use crate::{AbsolutePathBuf, Walk, WalkEntry, WalkOptions};
 
 /// One directory entry as read: its name and its own type.
@@ -50,67 +51,111 @@ fn list(dir: &Dir, sizes: bool) -> io::Result<Vec<Listed>> {
     Ok(out)
 }
 
+/// A directory on the walk: its identity (to check the climb back to it), its relative path,
+/// its depth (1 for the start) and the entries not yet visited.
+struct Level {
+    id: FileId,
+    prefix: String,
+    depth: usize,
+    entries: std::vec::IntoIter<Listed>,
+}
+
+/// Walks below `path`. At most two directory handles are open at a time whatever the depth:
+/// the directory being listed, and its child or parent while the walk moves down or back up
+/// (through `..`, checked against the identity recorded on the way down), so that walks cannot
+/// take the process's descriptors from other requests.
 pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) -> io::Result<Walk> {
     let filter = WalkFilter::new(options)?;
-    let max_depth = options.max_depth.min(WALK_DEPTH_LIMIT);
+    let (max_depth, max_entries) = options.bounds();
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
-    let start = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().open_dir(p))
-        .map_err(|e| with_path(path, e))?;
+    let err = |e| with_path(path, e);
+    let mut current = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().open_dir(p))
+        .map_err(err)?;
     let mut walk = Walk::default();
     if max_depth == 0 {
         walk.truncated = true;
         return Ok(walk);
     }
-    let first = list(&start, options.sizes).map_err(|e| with_path(path, e))?;
-    // One level per directory being listed: its handle, its relative path, its depth (1 for
-    // the start) and the entries not yet visited. At most `max_depth` handles are open.
-    let mut stack = vec![(start, String::new(), 1usize, first.into_iter())];
-    while let Some((dir, prefix, depth, entries)) = stack.last_mut() {
-        let Some(entry) = entries.next() else {
+    let first = list(&current, options.sizes).map_err(err)?;
+    let mut bytes = 0;
+    let mut stack = vec![Level {
+        id: walk::dir_id(&current).map_err(err)?,
+        prefix: String::new(),
+        depth: 1,
+        entries: first.into_iter(),
+    }];
+    while let Some(level) = stack.last_mut() {
+        let Some(entry) = level.entries.next() else {
             stack.pop();
+            let Some(up) = stack.last() else {
+                break;
+            };
+            // Back to the parent through `..`: it must be the directory the walk came down
+            // from, or the walk would go on somewhere else.
+            match walk::open_parent_verified(&current, up.id) {
+                Ok(Some(parent)) => current = parent,
+                Ok(None) => {
+                    walk.failed(&up.prefix, &error::moved_during_walk(path));
+                    break;
+                }
+                Err(e) => {
+                    walk.failed(&up.prefix, &e);
+                    break;
+                }
+            }
             continue;
         };
         // A name that is not UTF-8 has no faithful text form: its lossy rendering would name
-        // another entry or none, so it is left out (with what is below it), as remote listings
-        // leave such names out.
+        // another entry or none, so it is left out (with what is below it) and counted, as
+        // remote listings leave such names out.
         let Some(name) = entry.name.to_str() else {
+            walk.non_utf8_names_omitted += 1;
             continue;
         };
-        let rel = walk_child(prefix, name);
+        let rel = walk_child(&level.prefix, name);
         if filter.excludes(&rel) {
             continue;
         }
         if filter.selects(&rel) {
-            if walk.entries.len() == options.max_entries {
-                walk.truncated = true;
-                break;
-            }
-            walk.entries.push(WalkEntry {
+            let found = WalkEntry {
                 path: rel.clone(),
                 is_directory: entry.is_directory,
                 is_file: entry.is_file,
                 is_symlink: entry.is_symlink,
                 size: entry.size,
-            });
+            };
+            if !walk.push(found, max_entries, &mut bytes) {
+                break;
+            }
         }
         if !entry.is_directory {
             continue;
         }
-        if *depth == max_depth {
+        if level.depth == max_depth {
             walk.truncated = true;
             continue;
         }
-        // Never through a symlink: a name swapped for a link since readdir fails to open (and
-        // is skipped), as does a directory removed or unreadable since.
-        let Ok(child) = dir.open_dir_nofollow(&entry.name) else {
-            continue;
-        };
-        let Ok(listed) = list(&child, options.sizes) else {
-            continue;
-        };
-        let depth = *depth + 1;
-        stack.push((child, rel, depth, listed.into_iter()));
+        let depth = level.depth + 1;
+        // Never through a symlink: a name swapped for a link since readdir fails to open, as
+        // does a directory removed or unreadable since; each is reported.
+        let entered = current.open_dir_nofollow(&entry.name).and_then(|child| {
+            let id = walk::dir_id(&child)?;
+            let listed = list(&child, options.sizes)?;
+            Ok((child, id, listed))
+        });
+        match entered {
+            Ok((child, id, listed)) => {
+                current = child;
+                stack.push(Level {
+                    id,
+                    prefix: rel,
+                    depth,
+                    entries: listed.into_iter(),
+                });
+            }
+            Err(e) => walk.failed(&rel, &e),
+        }
     }
     Ok(walk)
 }

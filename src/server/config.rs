@@ -1,5 +1,5 @@
-//! How a server is configured: limits, the listen address, the WebSocket settings they imply,
-//! and the parsers for the sizes and durations `capfs serve` takes on its command line.
+//! How a server is configured: limits, the listen address and the WebSocket settings they
+//! imply (the parsers for command-line values are in `parse.rs`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,6 +33,14 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(30);
 /// Default time the server gives its connections to finish once asked to stop.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default budget for outgoing bytes across the server: 512 MiB, what replies and data frames
+/// waiting for their sockets may hold together (each connection also has 1 MiB of its own).
+pub const DEFAULT_MAX_OUTGOING_BYTES: u64 = 512 << 20;
+/// Default share of that budget one connection may hold: 128 MiB, room for the largest
+/// `fs/readFile` reply the default message limit allows (48 MiB of contents and their 64 MiB
+/// of text, both held while the reply is built), so that four connections that never read
+/// leave the rest of the pool to others.
+pub const DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION: u64 = 128 << 20;
 
 /// The smallest message limit accepted: room for any request but `fs/writeFile`'s contents.
 /// Below one data frame ([`DATA_CHUNK_BYTES`] + [`DATA_FRAME_HEADER_LEN`]) capfs clients'
@@ -57,6 +65,9 @@ const HANDSHAKE_TIMEOUT_RANGE: RangeInclusive<Duration> =
 /// Accepted session TTLs.
 const SESSION_TTL_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(1)..=Duration::from_secs(86_400);
+/// Accepted outgoing budgets, server-wide and per connection: at least a few frames' worth, at
+/// most what one host could hold.
+const OUTGOING_RANGE: RangeInclusive<u64> = (1 << 20)..=(1 << 40);
 /// Accepted shutdown timeouts.
 const SHUTDOWN_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(3_600);
@@ -104,6 +115,13 @@ pub struct ServerConfig {
     /// How long a session outlives its connection: a client that reconnects within it with
     /// `resumeSessionId` gets the session back.
     pub session_ttl: Duration,
+    /// Most bytes replies and data frames may hold across the server between being built (or
+    /// read from disk) and being written to their sockets; each is reserved before it is built
+    /// and given back once written. Each connection also has 1 MiB of its own besides.
+    pub max_outgoing_bytes: u64,
+    /// Most of `max_outgoing_bytes` one connection may hold: a peer that does not read stalls
+    /// its own requests once it holds this much. A reply larger than this fails at once.
+    pub max_outgoing_bytes_per_connection: u64,
     /// Where one JSON line per request goes, when set.
     pub audit: Option<AuditLog>,
 }
@@ -124,6 +142,8 @@ impl Default for ServerConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             connection_threads: 0,
             session_ttl: DEFAULT_SESSION_TTL,
+            max_outgoing_bytes: DEFAULT_MAX_OUTGOING_BYTES,
+            max_outgoing_bytes_per_connection: DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION,
             audit: None,
         }
     }
@@ -173,6 +193,17 @@ impl ServerConfig {
             &STREAM_IDLE_TIMEOUT_RANGE,
         )?;
         check_duration("--session-ttl", self.session_ttl, &SESSION_TTL_RANGE)?;
+        check_u64(
+            "--max-outgoing-bytes",
+            self.max_outgoing_bytes,
+            &OUTGOING_RANGE,
+        )?;
+        let share_range = *OUTGOING_RANGE.start()..=self.max_outgoing_bytes;
+        check_u64(
+            "--max-outgoing-bytes-per-connection",
+            self.max_outgoing_bytes_per_connection,
+            &share_range,
+        )?;
         if self.token.as_deref().is_some_and(str::is_empty) {
             return Err(invalid_config("the token is empty".to_string()));
         }
@@ -180,11 +211,22 @@ impl ServerConfig {
     }
 }
 
-fn invalid_config(message: String) -> io::Error {
+pub(crate) fn invalid_config(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
 fn check_usize(flag: &str, value: usize, range: &RangeInclusive<usize>) -> io::Result<()> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(invalid_config(format!(
+        "{flag} {value}: must be from {} to {}",
+        range.start(),
+        range.end()
+    )))
+}
+
+fn check_u64(flag: &str, value: u64, range: &RangeInclusive<u64>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
@@ -206,100 +248,6 @@ fn check_duration(flag: &str, value: Duration, range: &RangeInclusive<Duration>)
     )))
 }
 
-/// Parses a size in bytes: a whole number, optionally followed by a binary unit `K`, `M`, `G`
-/// or `T` (also written `KB`/`KiB` and so on, any case; each is a power of 1024) or `B`.
-/// `64M` is 67,108,864 bytes; `4096` and `4096B` are 4,096.
-///
-/// # Errors
-///
-/// `InvalidInput` for anything else (empty, negative, fractional, an unknown unit) and for a
-/// size that does not fit in 64 bits.
-///
-/// # Examples
-///
-/// ```
-/// use capfs::server::parse_size;
-///
-/// assert_eq!(parse_size("512K").unwrap(), 512 * 1024);
-/// assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-/// assert_eq!(parse_size("100").unwrap(), 100);
-/// assert!(parse_size("1.5G").is_err());
-/// ```
-pub fn parse_size(text: &str) -> io::Result<u64> {
-    let bad = || {
-        invalid_config(format!(
-            "{text}: not a size: expected bytes with an optional K, M, G or T suffix, like 64M"
-        ))
-    };
-    let trimmed = text.trim();
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(digits_end);
-    if number.is_empty() {
-        return Err(bad());
-    }
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(bad()),
-    };
-    let number: u64 = number.parse().map_err(|_| bad())?;
-    number.checked_mul(1u64 << shift).ok_or_else(bad)
-}
-
-/// Parses a duration: a whole number of seconds (`30`), or a number with units as in `500ms`,
-/// `10s`, `2m`, `1h 30m`.
-///
-/// # Errors
-///
-/// `InvalidInput` for anything else.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use capfs::server::parse_duration;
-///
-/// assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
-/// assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-/// assert!(parse_duration("soon").is_err());
-/// ```
-pub fn parse_duration(text: &str) -> io::Result<Duration> {
-    let trimmed = text.trim();
-    if let Ok(seconds) = trimmed.parse::<u64>() {
-        return Ok(Duration::from_secs(seconds));
-    }
-    let bad = || {
-        invalid_config(format!(
-            "{text}: not a duration: expected seconds or a number with a unit, like 500ms or 10s"
-        ))
-    };
-    let parsed: jiff::SignedDuration = trimmed.parse().map_err(|_| bad())?;
-    Duration::try_from(parsed).map_err(|_| bad())
-}
-
-/// Parses a listen URL of the form `ws://HOST:PORT` (HOST an IP address or `localhost`).
-///
-/// # Errors
-///
-/// `InvalidInput` for any other form.
-pub fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
-    let bad = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{url}: expected a listen URL like ws://127.0.0.1:0"),
-        )
-    };
-    let rest = url.strip_prefix("ws://").ok_or_else(bad)?;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let rest = rest.replacen("localhost:", "127.0.0.1:", 1);
-    rest.parse().map_err(|_| bad())
-}
-
 pub(crate) fn ws_config(config: &ServerConfig) -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(config.max_message_bytes))
@@ -311,68 +259,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn listen_urls() {
-        assert_eq!(
-            parse_listen_url("ws://127.0.0.1:0").unwrap(),
-            SocketAddr::from(([127, 0, 0, 1], 0))
-        );
-        assert_eq!(
-            parse_listen_url("ws://localhost:8080/").unwrap(),
-            SocketAddr::from(([127, 0, 0, 1], 8080))
-        );
-        assert!(parse_listen_url("http://127.0.0.1:0").is_err());
-        assert!(parse_listen_url("ws://127.0.0.1").is_err());
-    }
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        let cases = [
-            ("0", 0),
-            ("4096", 4096),
-            ("4096B", 4096),
-            ("512K", 512 << 10),
-            ("512kib", 512 << 10),
-            ("64M", 64 << 20),
-            ("64MB", 64 << 20),
-            ("1G", 1 << 30),
-            (" 2g ", 2 << 30),
-            ("3T", 3 << 40),
-        ];
-        for (text, bytes) in cases {
-            assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
-        }
-        for bad in [
-            "",
-            "M",
-            "-1",
-            "1.5G",
-            "1 G",
-            "12X",
-            "1e6",
-            "99999999999999999999",
-            "16777216T",
-        ] {
-            let err = parse_size(bad).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}");
-            assert!(
-                err.to_string().starts_with(&format!("{bad}: not a size")),
-                "{err}"
-            );
-        }
-    }
-
-    #[test]
-    fn durations_take_seconds_or_units() {
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7_200));
-        for bad in ["", "-1", "-5s", "10 parsecs", "s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn the_defaults_are_valid() {
         ServerConfig::default().validate().unwrap();
     }
@@ -380,7 +266,13 @@ mod tests {
     #[test]
     fn zero_and_absurd_limits_are_refused_by_name() {
         type Change = fn(&mut ServerConfig);
-        let cases: [(Change, &str); 16] = [
+        let cases: [(Change, &str); 19] = [
+            (|c| c.max_outgoing_bytes = 0, "--max-outgoing-bytes 0:"),
+            (|c| c.max_outgoing_bytes = u64::MAX, "--max-outgoing-bytes"),
+            (
+                |c| c.max_outgoing_bytes_per_connection = c.max_outgoing_bytes + 1,
+                "--max-outgoing-bytes-per-connection 536870913: must be from 1048576 to 536870912",
+            ),
             (|c| c.max_blocking = 0, "--max-blocking 0:"),
             (
                 |c| c.connection_threads = 5_000,

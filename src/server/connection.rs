@@ -18,12 +18,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
+use super::budget::{Budget, ConnectionBudget, ReplyBudget};
 use super::codex::watch::MAX_WATCHES_PER_SERVER;
 use super::config::ServerConfig;
-use super::handler::{self, Payload, Runs, send, send_reply};
+use super::handler::{self, Payload, Runs, send};
 use super::outgoing::{self, Outgoing};
+use super::reply;
 use super::session::{FsCall, Session, Step};
 use super::sessions::Sessions;
+use super::stall::WriterClock;
 use super::stream::{self, StreamContext};
 use super::work::{Permits, Work};
 use crate::ExecutorFileSystem;
@@ -50,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) handles: Arc<Semaphore>,
     /// `fs/watchMissing` watches at once across the server.
     pub(crate) watches: Arc<Semaphore>,
+    /// The outgoing bytes replies and data frames may hold, across the server.
+    pub(crate) budget: Budget,
 }
 
 /// `fs/open` handles open at once across a server (each read handle holds a descriptor).
@@ -64,6 +69,10 @@ impl Shared {
             sessions: Arc::new(Sessions::new(config.session_ttl)),
             handles: Arc::new(Semaphore::new(MAX_OPEN_HANDLES)),
             watches: Arc::new(Semaphore::new(MAX_WATCHES_PER_SERVER)),
+            budget: Budget::new(
+                config.max_outgoing_bytes,
+                config.max_outgoing_bytes_per_connection,
+            ),
             config,
         }
     }
@@ -84,6 +93,8 @@ pub(crate) struct Connection {
     /// is refused with `server busy`.
     admitted: Arc<Semaphore>,
     work: Work,
+    /// This connection's part of the outgoing budget.
+    budget: ConnectionBudget,
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
     /// The writer writes data frames of local files into the socket itself (see `outgoing.rs`).
@@ -109,6 +120,7 @@ impl Connection {
                 Arc::clone(&shared.handles),
                 Arc::clone(&shared.watches),
             );
+        let budget = shared.budget.connection();
         Self {
             fs: Arc::clone(&shared.fs),
             shared,
@@ -118,6 +130,7 @@ impl Connection {
             in_flight,
             admitted,
             work,
+            budget,
             uploads: HashMap::new(),
             direct_frames: false,
         }
@@ -144,12 +157,38 @@ impl Connection {
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
         self.direct_frames = socket.is_some();
         let socket = socket.map(|socket| (socket, self.work.clone()));
-        let writer =
-            AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(sink, socket, out_rx)));
+        let clock = Arc::new(WriterClock::new());
+        let writer = AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(
+            sink,
+            socket,
+            out_rx,
+            Arc::clone(&clock),
+        )));
         let idle = self.shared.config.stream_idle_timeout;
+        // A peer that reads nothing: once the writer has waited twice the idle timeout (a stream
+        // waiting on the peer fails with its own timeout first), the watchdog drops the writer
+        // with what is queued, so that its reservations go back and every request waiting on
+        // the budget or the queue ends, the read loop's own answers included.
+        let stalled = CancellationToken::new();
+        let watchdog = {
+            let (clock, writer, stalled) = (clock, writer.abort_handle(), stalled.clone());
+            AbortOnDropHandle::new(tokio::spawn(async move {
+                clock.stalled(idle * 2).await;
+                writer.abort();
+                stalled.cancel();
+            }))
+        };
         loop {
             let incoming = tokio::select! {
                 () = stop.cancelled() => break,
+                () = stalled.cancelled() => {
+                    tracing::warn!(
+                        connection = self.id,
+                        "the peer took nothing queued for it in {:?}: connection closed",
+                        idle * 2
+                    );
+                    break;
+                }
                 incoming = stream.next() => incoming,
             };
             match incoming {
@@ -194,6 +233,7 @@ impl Connection {
         watches.stop();
         drop(out_tx);
         let _ = writer.await;
+        drop(watchdog);
         if let Some(id) = self.session.id() {
             self.shared.sessions.leave(id);
         }
@@ -201,7 +241,10 @@ impl Connection {
 
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
         match self.session.receive(bytes) {
-            Step::Reply(message) => send(out, WsMessage::text(message.to_text())).await,
+            Step::Reply(message) => {
+                let mut budget = self.reply_budget();
+                reply::send_message(out, &mut budget, &message).await;
+            }
             Step::Answer { request, reply } => {
                 let log = self.request_log(&request.method, request.params.as_ref());
                 self.answer(out, log, request.id, reply).await;
@@ -238,7 +281,12 @@ impl Connection {
         reply: Result<Value, ErrorObject>,
     ) {
         log.finish(&reply, 0);
-        send_reply(out, id, reply.map(Payload::Json)).await;
+        let mut budget = self.reply_budget();
+        reply::send(out, &mut budget, id, reply.map(Payload::Json)).await;
+    }
+
+    fn reply_budget(&self) -> ReplyBudget {
+        ReplyBudget::new(self.budget.clone(), self.work.clone())
     }
 
     fn busy(&self) -> ErrorObject {
@@ -256,6 +304,7 @@ impl Connection {
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
             direct_frames: self.direct_frames,
+            budget: self.budget.clone(),
         }
     }
 
@@ -313,7 +362,7 @@ impl Connection {
         }
         let shared = Arc::clone(&self.shared);
         let connection_fs = Arc::clone(&self.fs);
-        let work = self.work.clone();
+        let budget = self.reply_budget();
         let out = out.clone();
         let connection = self.session.connection();
         // Everything runs beside this loop, so a file system that hangs never stalls it.
@@ -323,7 +372,10 @@ impl Connection {
             };
             let mut outcome = handler::Outcome::default();
             let max_message_bytes = shared.config.max_message_bytes;
-            let working = work.acquire().await;
+            let mut budget = budget;
+            // The work permit goes with the budget, which gives it back while it waits.
+            budget.start_work().await;
+            outcome.budget = Some(budget);
             let fs: &dyn ExecutorFileSystem = &*connection_fs;
             let reply = handler::dispatch(
                 fs,
@@ -334,9 +386,10 @@ impl Connection {
                 &mut outcome,
             )
             .await;
-            drop(working);
+            let mut budget = outcome.budget.take().expect("the budget given above");
+            budget.end_work();
             log.finish(&Payload::for_log(&reply), outcome.bytes);
-            send_reply(&out, id, reply).await;
+            reply::send(&out, &mut budget, id, reply).await;
             drop((in_flight, admitted));
         });
     }

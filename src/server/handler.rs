@@ -10,7 +10,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use super::budget::ReplyBudget;
 use super::codex::{self as codex_methods, ConnectionState};
+use super::fit;
 use super::outgoing::Outgoing;
 use crate::error;
 use crate::protocol::codex;
@@ -22,8 +24,8 @@ use crate::protocol::{
     ErrorObject, ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
     FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
     FS_WRITE_FILE_METHOD, GetMetadataResponse, INITIALIZE_METHOD, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, Message, PathParams, ReadDirectoryResponse, ReadLinkResponse, RemoveParams,
-    RenameParams, RequestId, Response, WalkParams, WalkResponse, WriteFileParams,
+    METHOD_NOT_FOUND, Message, PathParams, ReadLinkResponse, RemoveParams, RenameParams, RequestId,
+    Response, WalkParams, WriteFileParams,
 };
 use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
@@ -167,7 +169,7 @@ impl Payload {
 }
 
 /// Length of the base64 text of `len` bytes.
-fn base64_len(len: u64) -> u64 {
+pub(crate) fn base64_len(len: u64) -> u64 {
     len.div_ceil(3).saturating_mul(4)
 }
 
@@ -177,15 +179,44 @@ pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
     base64_len(len).saturating_add(REPLY_ENVELOPE_BYTES as u64) <= max_message_bytes as u64
 }
 
-/// What a request did, for logs: the bytes it moved. (Its paths are logged as sent, from its
-/// raw params: `audit::raw_paths`.)
+/// What a request did, for logs: the bytes it moved (its paths are logged as sent, from its raw
+/// params: `audit::raw_paths`); and, on a connection, the outgoing budget its reply draws from.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
     pub(crate) bytes: u64,
+    pub(crate) budget: Option<ReplyBudget>,
+}
+
+impl Outcome {
+    /// Reserves `bytes` for the reply before it is built, waiting if need be (see
+    /// [`ReplyBudget::cover`]); nothing to do without a budget.
+    pub(crate) async fn cover(&mut self, bytes: u64) -> std::io::Result<()> {
+        match self.budget.as_mut() {
+            Some(budget) => budget.cover(bytes).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for the connection's turn to build a reply of unknown size (see
+    /// [`ReplyBudget::unsized_work`]); `None` without a budget.
+    pub(crate) async fn unsized_work(&mut self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match self.budget.as_mut() {
+            Some(budget) => Some(budget.unsized_work().await),
+            None => None,
+        }
+    }
+
+    /// Reserves `bytes` if that needs no wait: false when it would.
+    pub(crate) fn try_cover(&mut self, bytes: u64) -> std::io::Result<bool> {
+        match self.budget.as_mut() {
+            Some(budget) => budget.try_cover(bytes),
+            None => Ok(true),
+        }
+    }
 }
 
 /// Runs the fs method `method` with `params` on `fs`; a `fs/readFile` reply may be at most
-/// `max_message_bytes` long.
+/// `max_message_bytes` long, and walks and listings are cut to it.
 pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
     state: &ConnectionState,
@@ -243,9 +274,13 @@ async fn dispatch_fs(
             // again on what was read, for a file that grew in between.
             if let Ok(metadata) = fs.get_metadata(&p.path).await
                 && metadata.is_file
-                && !reply_fits(metadata.size, max_message_bytes)
             {
-                return Err(too_large());
+                if !reply_fits(metadata.size, max_message_bytes) {
+                    return Err(too_large());
+                }
+                // The contents and their text are reserved before the file is read.
+                let size = metadata.size;
+                outcome.cover(size + base64_len(size)).await.map_err(io)?;
             }
             let data = fs.read_file(&p.path).await.map_err(io)?;
             if !reply_fits(data.len() as u64, max_message_bytes) {
@@ -293,26 +328,14 @@ async fn dispatch_fs(
         }
         FS_READ_DIRECTORY_METHOD => {
             let p: PathParams = parse(params)?;
-            let mut entries = fs.read_directory(&p.path).await.map_err(io)?;
-            if form == uri::PathForm::Uri {
-                // The current protocol types a link by what it leads to, as codex's own server
-                // does; here only where that is inside the roots.
-                for entry in entries.iter_mut().filter(|e| e.is_symlink && !e.lossy_name) {
-                    let target = p.path.join(&entry.file_name).map_err(io)?;
-                    if let Ok(metadata) = fs.get_metadata(&target).await {
-                        entry.is_directory = metadata.is_directory;
-                        entry.is_file = metadata.is_file;
-                    }
-                }
-            }
-            // A lossy name shown to the client would lead it to another entry (or none) when
-            // sent back: such entries are left out and counted instead.
-            let (lossy, exact): (Vec<_>, Vec<_>) =
-                entries.into_iter().partition(|entry| entry.lossy_name);
-            reply(ReadDirectoryResponse {
-                entries: exact.into_iter().map(Into::into).collect(),
-                non_utf8_names_omitted: lossy.len() as u64,
-            })
+            fit::listing(
+                fs,
+                &p.path,
+                form == uri::PathForm::Uri,
+                max_message_bytes,
+                outcome,
+            )
+            .await
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
@@ -369,9 +392,7 @@ async fn dispatch_fs(
         }
         CAPFS_WALK_METHOD => {
             let p: WalkParams = parse(params)?;
-            let walk = fs.walk(&p.path, &p.options()).await.map_err(io)?;
-            outcome.bytes = walk.entries.len() as u64;
-            reply(WalkResponse::from(walk))
+            fit::walk(fs, &p, max_message_bytes, outcome).await
         }
         other => Err(ErrorObject::new(
             METHOD_NOT_FOUND,
@@ -452,15 +473,6 @@ pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) ->
 
 pub(crate) fn error_message(id: RequestId, error: ErrorObject) -> Message {
     Message::Error(ErrorResponse { id, error })
-}
-
-/// Queues the reply to request `id`, serialised straight into the frame's text.
-pub(crate) async fn send_reply(
-    out: &mpsc::Sender<Outgoing>,
-    id: RequestId,
-    reply: Result<Payload, ErrorObject>,
-) {
-    send(out, WsMessage::text(reply_text(id, reply))).await;
 }
 
 pub(crate) async fn send(out: &mpsc::Sender<Outgoing>, message: WsMessage) {

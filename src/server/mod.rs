@@ -13,16 +13,22 @@
 //! each with a `current_thread` runtime.
 
 mod audit;
+mod budget;
 mod codex;
 mod config;
 mod connection;
+mod fit;
+mod frames;
 mod handler;
 mod listener;
 mod narrow;
 mod outgoing;
+mod parse;
 mod range;
+mod reply;
 mod session;
 mod sessions;
+mod stall;
 mod stream;
 mod threads;
 mod work;
@@ -31,10 +37,12 @@ pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
 pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig, parse_duration, parse_listen_url, parse_size,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTGOING_BYTES,
+    DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
 };
 pub use listener::{Server, serve_byte_stream, serve_stdio};
+pub use parse::{parse_duration, parse_listen_url, parse_size};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
 #[doc(hidden)]
 pub use session::Session;

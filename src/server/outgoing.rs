@@ -26,11 +26,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::Sink;
+use futures_util::{Sink, SinkExt};
 use rustix::io::{Errno, IoSliceMut, ReadWriteFlags};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use super::budget::{ConnectionBudget, Reservation};
+use super::stall::WriterClock;
 use super::work::Work;
 use crate::AbsolutePathBuf;
 use crate::error::{stream_idle, too_large, with_path};
@@ -43,7 +45,21 @@ use crate::transport::ws::{Queued, SendDirect, write_queued};
 pub(crate) const SPANS_AHEAD: usize = 4;
 
 /// What a connection's writer sends: messages, and spans of files it sends as data frames.
-pub(crate) type Outgoing = Queued<FileSpan>;
+pub(crate) type Outgoing = Queued<Direct>;
+
+/// What the server's writer handles itself: a span of a file, or a message under a reservation
+/// of the outgoing budget, given back once the message has been flushed to the socket.
+pub(crate) enum Direct {
+    Span(FileSpan),
+    Reserved(WsMessage, Reservation),
+}
+
+impl Outgoing {
+    /// `message`, holding `reservation` until it is written.
+    pub(crate) fn reserved(message: WsMessage, reservation: Reservation) -> Self {
+        Queued::Direct(Direct::Reserved(message, reservation))
+    }
+}
 
 /// The next at most `max` bytes of a streamed read's file, to go out as data frames.
 pub(crate) struct FileSpan {
@@ -66,6 +82,7 @@ struct SpanSource {
 pub(crate) struct SpanQueue<'a> {
     pub(crate) out: &'a mpsc::Sender<Outgoing>,
     pub(crate) idle: Duration,
+    pub(crate) budget: &'a ConnectionBudget,
 }
 
 impl SpanQueue<'_> {
@@ -93,6 +110,8 @@ impl SpanQueue<'_> {
             // goes to the writer and back. Only a file that grew to a frame's size meanwhile
             // goes on in spans.
             let want = limit.min(DATA_CHUNK_BYTES as u64);
+            // The frame's memory is reserved before it is read.
+            let reserved = self.reserve(DATA_FRAME_HEADER_LEN as u64 + want).await?;
             let mut frame = Vec::with_capacity(DATA_FRAME_HEADER_LEN + want as usize);
             frame.extend_from_slice(&source.header);
             (&source.file)
@@ -101,7 +120,7 @@ impl SpanQueue<'_> {
                 .map_err(file_error)?;
             let n = (frame.len() - DATA_FRAME_HEADER_LEN) as u64;
             if n > 0 {
-                let message = Outgoing::Message(WsMessage::Binary(frame.into()));
+                let message = Outgoing::reserved(WsMessage::Binary(frame.into()), reserved);
                 self.queue(message).await?;
             }
             source.offset.store(n, Ordering::Relaxed);
@@ -125,7 +144,7 @@ impl SpanQueue<'_> {
                     max,
                     done,
                 };
-                self.queue(Outgoing::Direct(span)).await?;
+                self.queue(Outgoing::Direct(Direct::Span(span))).await?;
                 pending.push_back((receiver, max));
                 asked += max as u64;
             }
@@ -150,6 +169,14 @@ impl SpanQueue<'_> {
         Ok(sent)
     }
 
+    /// Reserves `bytes` of the outgoing budget, waiting at most the idle timeout.
+    async fn reserve(&self, bytes: u64) -> io::Result<Reservation> {
+        match tokio::time::timeout(self.idle, self.budget.reserve(bytes)).await {
+            Ok(reserved) => reserved,
+            Err(_) => Err(stream_idle(self.idle)),
+        }
+    }
+
     /// Queues `item` for the writer, waiting for room at most the idle timeout.
     async fn queue(&self, item: Outgoing) -> io::Result<()> {
         match tokio::time::timeout(self.idle, self.out.send(item)).await {
@@ -167,20 +194,53 @@ pub(crate) async fn write_out<S>(
     sink: S,
     socket: Option<(DirectSocket, Work)>,
     queue: mpsc::Receiver<Outgoing>,
+    clock: Arc<WriterClock>,
 ) where
     S: Sink<WsMessage> + Unpin + Send,
 {
     let direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
-    write_queued(sink, queue, Spans(direct)).await;
+    let spans = Spans {
+        direct,
+        unflushed: None,
+        clock,
+    };
+    write_queued(sink, queue, spans).await;
 }
 
 /// The server's direct items: spans, sent through the connection's `DirectFrames` if it has
-/// them.
-struct Spans(Option<DirectFrames>);
+/// them, and reserved messages, whose reservations are held until they are flushed.
+struct Spans {
+    direct: Option<DirectFrames>,
+    /// The reservation of the last message fed to tungstenite, until it is flushed.
+    unflushed: Option<Reservation>,
+    clock: Arc<WriterClock>,
+}
 
-impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, FileSpan> for Spans {
-    fn send(&mut self, sink: &mut S, span: FileSpan) -> impl Future<Output = bool> + Send {
-        send_span(sink, self.0.as_mut(), span)
+impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, Direct> for Spans {
+    async fn send(&mut self, sink: &mut S, item: Direct) -> bool {
+        self.clock.writing();
+        // Once an item has gone into the socket, or into tungstenite's buffer, everything
+        // before it is out (tungstenite flushes its buffer before it takes another message,
+        // and a span waits for it), so only the last message's bytes are still held.
+        let sent = match item {
+            Direct::Span(span) => {
+                let sent = send_span(sink, self.direct.as_mut(), span).await;
+                self.unflushed = None;
+                sent
+            }
+            Direct::Reserved(message, reservation) => {
+                let sent = sink.feed(message).await.is_ok();
+                self.unflushed = Some(reservation);
+                sent
+            }
+        };
+        self.clock.progressed();
+        sent
+    }
+
+    fn flushed(&mut self) {
+        self.unflushed = None;
+        self.clock.flushed();
     }
 }
 

@@ -13,7 +13,8 @@
 //! writer) or an `AsyncRead` (the chunks the read loop routes here). Both hold a work permit
 //! only while the backend works, and give it back whenever they wait for the peer; both fail
 //! with `TimedOut` when the peer makes no progress for the idle timeout. Memory stays bounded:
-//! a read has at most the writer queue's capacity in frames queued, a write at most
+//! a read's frames (the `AsyncWrite` of `frames.rs`) and its backend's batch are reserved in
+//! the outgoing budget (`budget.rs`) before they are read, a write holds at most
 //! [`UPLOAD_QUEUE_CHUNKS`] chunks. On a TCP connection, a read of a file the backend hands over
 //! as a descriptor (`open_for_transfer`: a local disk) is sent by the connection's writer itself
 //! instead, with no frame queued (`outgoing.rs`).
@@ -27,28 +28,30 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc::error::SendError;
-use tokio::sync::mpsc::{self, OwnedPermit};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
-use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::RequestLog;
-use super::handler::{Payload, invalid_input, parse, send_reply};
+use super::budget::{ConnectionBudget, ReplyBudget, Reservation};
+use super::frames::FrameWriter;
+use super::handler::{Payload, invalid_input, parse};
 use super::outgoing::{Outgoing, SpanQueue};
+use super::reply;
 use super::work::{Permits, StreamWork, Work};
 use crate::error::{stream_aborted, stream_idle, too_large};
 use crate::protocol::{
-    DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, ErrorObject, INVALID_PARAMS, ReadStreamParams,
-    RequestId, StreamResponse, WriteStreamParams, data_frame_header,
+    ErrorObject, INVALID_PARAMS, ReadStreamParams, RequestId, StreamResponse, WriteStreamParams,
 };
-use crate::transport::ws::start_frame;
 use crate::{ExecutorFileSystem, WriteOptions};
 
 /// Chunks a streamed write may have queued between the socket and the backend.
 pub(crate) const UPLOAD_QUEUE_CHUNKS: usize = 8;
+
+/// What a backend holds of a streamed read at a time, at most: the local backend's batch.
+const STREAM_BATCH_BYTES: u64 = 1 << 20;
 
 /// What the read loop hands a streamed write.
 #[derive(Debug)]
@@ -75,6 +78,14 @@ pub(crate) struct StreamContext {
     pub(crate) out: mpsc::Sender<Outgoing>,
     /// The connection's writer reads and writes data frames itself (see `outgoing.rs`).
     pub(crate) direct_frames: bool,
+    /// The connection's part of the outgoing budget.
+    pub(crate) budget: ConnectionBudget,
+}
+
+impl StreamContext {
+    fn reply_budget(&self) -> ReplyBudget {
+        ReplyBudget::new(self.budget.clone(), self.work.clone())
+    }
 }
 
 fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
@@ -126,32 +137,51 @@ pub(crate) fn start_read(
                         let spans = SpanQueue {
                             out: &ctx.out,
                             idle: ctx.idle,
+                            budget: &ctx.budget,
                         };
                         spans
                             .send_file(&p.path, file, p.stream_id, p.max_bytes)
                             .await
                     }
                     Ok(None) => {
-                        let work = StreamWork::new(ctx.work.clone(), held);
-                        let mut writer =
-                            FrameWriter::new(ctx.out.clone(), p.stream_id, ctx.idle, work);
-                        writer.max_bytes = p.max_bytes;
-                        let sent = ctx.fs.read_file_to(&p.path, &mut writer, &mut |_| {}).await;
-                        // A file that held more than the bound: the bound's error, whatever
-                        // the backend made of the writer's refusal.
-                        match (writer.over_limit, p.max_bytes) {
-                            (true, Some(max)) => Err(too_large(max)),
-                            _ => sent,
-                        }
+                        drop(held);
+                        read_through_backend(&ctx, &p).await
                     }
                 };
                 stream_reply(sent)
             }
         };
         log.finish(&Payload::for_log(&reply), 0);
-        send_reply(&ctx.out, id, reply).await;
+        reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
         drop(in_flight);
     });
+}
+
+/// Streams `p`'s file through the backend's `read_file_to`, each frame queued for the writer.
+/// The batch the backend reads before it writes frames is reserved first, without a work
+/// permit while it waits.
+async fn read_through_backend(ctx: &StreamContext, p: &ReadStreamParams) -> io::Result<u64> {
+    let batch = reserve_batch(ctx).await?;
+    let held = ctx.work.clone().acquire().await;
+    let work = StreamWork::new(ctx.work.clone(), held);
+    let mut writer = FrameWriter::new(ctx, p.stream_id, work, p.max_bytes);
+    let sent = ctx.fs.read_file_to(&p.path, &mut writer, &mut |_| {}).await;
+    drop(batch);
+    // A file that held more than the bound: the bound's error, whatever the backend made of
+    // the writer's refusal.
+    match (writer.over_limit(), p.max_bytes) {
+        (true, Some(max)) => Err(too_large(max)),
+        _ => sent,
+    }
+}
+
+/// Reserves what a backend's read batch holds (at most [`STREAM_BATCH_BYTES`]) while a
+/// streamed read runs through `read_file_to`.
+async fn reserve_batch(ctx: &StreamContext) -> io::Result<Reservation> {
+    match tokio::time::timeout(ctx.idle, ctx.budget.reserve(STREAM_BATCH_BYTES)).await {
+        Ok(reserved) => reserved,
+        Err(_) => Err(stream_idle(ctx.idle)),
+    }
 }
 
 /// Refuses a file whose size already says it holds more than `max` bytes, before any frame.
@@ -223,7 +253,7 @@ pub(crate) fn start_write(
         drop(reader);
         let reply = stream_reply(written);
         log.finish(&Payload::for_log(&reply), 0);
-        send_reply(&ctx.out, id, reply).await;
+        reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
         drop(in_flight);
     });
     Ok(())
@@ -328,113 +358,5 @@ impl AsyncRead for ChunkReader {
                 }
             }
         }
-    }
-}
-
-type Reserving =
-    Pin<Box<dyn Future<Output = Result<OwnedPermit<Outgoing>, SendError<()>>> + Send + 'static>>;
-
-/// The `AsyncWrite` a streamed read's backend writes: every write becomes a data frame queued
-/// for the connection's writer.
-struct FrameWriter {
-    out: mpsc::Sender<Outgoing>,
-    header: [u8; DATA_FRAME_HEADER_LEN],
-    reserving: Option<Reserving>,
-    /// Bytes of the caller's buffer already queued, awaiting a work permit to report them.
-    queued: Option<usize>,
-    idle: Duration,
-    deadline: Pin<Box<Sleep>>,
-    waiting: bool,
-    work: StreamWork,
-    /// Bytes this stream may carry at most; more fails the write and sets `over_limit`.
-    max_bytes: Option<u64>,
-    sent: u64,
-    over_limit: bool,
-    /// Where frames are built, each split off as it is queued (see `transport::ws::start_frame`).
-    frames: BytesMut,
-}
-
-impl FrameWriter {
-    fn new(out: mpsc::Sender<Outgoing>, stream_id: u64, idle: Duration, work: StreamWork) -> Self {
-        Self {
-            out,
-            header: data_frame_header(stream_id),
-            reserving: None,
-            queued: None,
-            idle,
-            deadline: Box::pin(tokio::time::sleep(idle)),
-            waiting: false,
-            work,
-            max_bytes: None,
-            sent: 0,
-            over_limit: false,
-            frames: BytesMut::new(),
-        }
-    }
-}
-
-impl AsyncWrite for FrameWriter {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if let Some(n) = this.queued {
-            ready!(this.work.poll_hold(cx));
-            this.queued = None;
-            return Poll::Ready(Ok(n));
-        }
-        if buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        if let Some(max) = this.max_bytes
-            && this.sent >= max
-        {
-            this.over_limit = true;
-            return Poll::Ready(Err(too_large(max)));
-        }
-        this.work.release();
-        if !this.waiting {
-            this.waiting = true;
-            this.deadline.as_mut().reset(Instant::now() + this.idle);
-        }
-        let out = &this.out;
-        let reserving = this
-            .reserving
-            .get_or_insert_with(|| Box::pin(out.clone().reserve_owned()));
-        let slot = match reserving.as_mut().poll(cx) {
-            Poll::Ready(Ok(slot)) => slot,
-            Poll::Ready(Err(_)) => return Poll::Ready(Err(client_gone())),
-            Poll::Pending => {
-                ready!(this.deadline.as_mut().poll(cx));
-                return Poll::Ready(Err(stream_idle(this.idle)));
-            }
-        };
-        this.reserving = None;
-        this.waiting = false;
-        let mut n = buf.len().min(DATA_CHUNK_BYTES);
-        if let Some(max) = this.max_bytes {
-            n = (n as u64).min(max - this.sent) as usize;
-        }
-        this.sent += n as u64;
-        start_frame(&mut this.frames, &this.header, n);
-        this.frames.extend_from_slice(&buf[..n]);
-        slot.send(Outgoing::Message(WsMessage::Binary(
-            this.frames.split().freeze(),
-        )));
-        this.queued = Some(n);
-        ready!(this.work.poll_hold(cx));
-        this.queued = None;
-        Poll::Ready(Ok(n))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Frames are queued for the connection's writer, which flushes them.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
     }
 }

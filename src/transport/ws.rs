@@ -35,6 +35,9 @@ pub(crate) trait SendDirect<S, T> {
     /// Sends `item`, past `sink` (tungstenite's writing half) but after everything it took;
     /// false when the connection broke, which ends the writer.
     fn send(&mut self, sink: &mut S, item: T) -> impl Future<Output = bool> + Send;
+
+    /// Everything sent so far has been flushed to the socket.
+    fn flushed(&mut self) {}
 }
 
 /// Writes queued items to `sink` until the queue closes, then closes the socket. Messages queued
@@ -62,6 +65,7 @@ pub(crate) async fn write_queued<S, T>(
         if sink.flush().await.is_err() {
             return;
         }
+        direct.flushed();
     }
     let _ = sink.close().await;
 }

@@ -1,7 +1,10 @@
 //! The load test (`.ci/run`, release): the hostile connection shapes all at once against one
-//! `capfs serve`, while a well-behaved client keeps working. Every well-behaved call must
-//! succeed, the server's threads and resident memory must stay under the bounds below, and the
-//! well-behaved client's latency is printed next to a run without the hostile load.
+//! `capfs serve`, while a well-behaved client keeps working: half-open handshakes, streamed
+//! writes that never get data, streamed reads never read, and whole-file reads, walks and
+//! listings whose replies are never read (`unread.rs`). Every well-behaved call must succeed,
+//! the server's threads and resident memory must stay under the bounds below (the memory bound
+//! is the outgoing budget plus a stated margin), and the well-behaved client's latency is
+//! printed next to a run without the hostile load.
 //!
 //! `cargo test --release --test it -- --ignored --nocapture load::`
 
@@ -24,6 +27,11 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::serve::{ServerProcess, Socket, WAIT, workspace};
 
+mod measure;
+mod unread;
+use measure::{Latencies, threads_and_rss};
+use unread::{UNREAD_CONNECTIONS, UnreadTargets, unread_peer};
+
 /// The server's bound on requests doing file work at once (`--max-blocking`, its default).
 const MAX_BLOCKING: u64 = 128;
 /// Bound on the server's threads while the hostile load runs: `capfs serve` caps tokio's
@@ -33,12 +41,22 @@ const MAX_BLOCKING: u64 = 128;
 /// the main thread and a few more. Without the work
 /// bound, the 576 hostile streams below would each pin a thread, up to the pool's 512.
 const MAX_SERVER_THREADS: u64 = MAX_BLOCKING + 16 + 16;
-/// Bound on the server's resident memory while the hostile load runs: what the stalled
-/// readers may hold by design (their files are on a local disk and they came over TCP, so
-/// per connection the writer's one frame buffer of 256 KiB; frames queued for the socket and
-/// read batches, 8 MiB + 64 MiB per connection, would break this) plus 256 MiB for everything
-/// else.
-const MAX_SERVER_RSS_KIB: u64 = HOSTILE_CONNECTIONS as u64 * 256 + 256 * 1024;
+/// Bound on the server's resident memory while the hostile load runs: the outgoing budget
+/// (`--max-outgoing-bytes`, 512 MiB by default) and the 1 MiB each connection has besides,
+/// which the peers that never read their replies fill; what the stalled readers hold outside it
+/// by design (their files are on a local disk and they came over TCP, so per connection the
+/// writer's one frame buffer of 256 KiB); plus 320 MiB for everything else: the binary, the
+/// runtimes, socket buffers, the walks' and listings' entries before they are cut, and what
+/// the allocator keeps of memory given back (its arenas keep freed pages: the whole-file
+/// readers alone peak about 100 MiB higher than with a fixed `mmap` threshold). Without the
+/// budget, the whole-file readers alone would hold 600 MiB per connection.
+const MAX_SERVER_RSS_KIB: u64 = (capfs::server::DEFAULT_MAX_OUTGOING_BYTES >> 10)
+    + MAX_CONNECTIONS_HERE * 1024
+    + HOSTILE_CONNECTIONS as u64 * 256
+    + 320 * 1024;
+/// Connections open at once while the load runs: the stream shapes, the unread shapes, the two
+/// single-shape peers and the well-behaved client.
+const MAX_CONNECTIONS_HERE: u64 = (2 * HOSTILE_CONNECTIONS + 3 * UNREAD_CONNECTIONS + 3) as u64;
 /// Rounds of the well-behaved client's workload (six calls each).
 const ROUNDS: usize = 100;
 /// A well-behaved call that takes longer than this counts as hung.
@@ -250,31 +268,6 @@ async fn empty_frame_mid_write(url: String, dir: std::path::PathBuf) -> Result<(
     Ok(())
 }
 
-/// The server's thread count and resident memory (KiB), from /proc; `None` once it is gone.
-fn threads_and_rss(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-    };
-    Some((field("Threads:")?, field("VmRSS:")?))
-}
-
-/// Latencies of one run of the well-behaved workload.
-struct Latencies(Vec<Duration>);
-
-impl Latencies {
-    fn percentile(&self, p: f64) -> Duration {
-        let mut sorted = self.0.clone();
-        sorted.sort();
-        let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-        sorted[rank]
-    }
-}
-
 /// One well-behaved call, timed; a call that fails or hangs fails the test.
 async fn timed<T>(
     what: &str,
@@ -369,8 +362,20 @@ async fn hostile_shapes_at_once_never_starve_a_well_behaved_client() {
             Arc::clone(&stop),
         ));
     }
+    let targets = Arc::new(UnreadTargets::plant(&hostile_dir));
+    for kind in 0..3 {
+        for _ in 0..UNREAD_CONNECTIONS {
+            hostile.spawn(unread_peer(
+                url.clone(),
+                kind,
+                Arc::clone(&targets),
+                Arc::clone(&ready),
+                Arc::clone(&stop),
+            ));
+        }
+    }
     // The well-behaved client starts once every hostile peer has sent what it holds open.
-    let hostile_peers = HALF_OPEN_PEERS + 2 * HOSTILE_CONNECTIONS;
+    let hostile_peers = HALF_OPEN_PEERS + 2 * HOSTILE_CONNECTIONS + 3 * UNREAD_CONNECTIONS;
     let deadline = Instant::now() + WAIT;
     while ready.load(Ordering::Relaxed) < hostile_peers {
         assert!(

@@ -20,6 +20,7 @@
 //!   stream timeouts and aborts, the reply limit, unsized writes, write options, relays;
 //! - `listening`: handshake budget and deadline, descriptor exhaustion, the shutdown deadline,
 //!   start-up limits, the bearer scheme, audit of refused params, names that are not UTF-8;
+//! - `outgoing`: the outgoing budget: a reply no share can hold, the flags at start-up;
 //! - `operating`: the stdio transport, `--remote-command`, the audit log, `GET /readyz`;
 //! - `load` (ignored; release, in `.ci/run`): the hostile connection shapes at once beside a
 //!   well-behaved client, with thread, memory and latency figures;
@@ -30,6 +31,8 @@
 //! - `client_names`: local names that are not UTF-8, shown escaped and acted on exactly;
 //! - `audit_lines`: every field of an audit line bounded, each path once and as sent;
 //! - `walk`: the confined tree walk, locally and as `capfs/walk`;
+//! - `walk_bounds`: walks under descriptor limits (errors reported, a few descriptors held
+//!   whatever the depth), and walk and listing replies cut to the message limit;
 //! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`);
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
@@ -55,6 +58,7 @@ mod load;
 mod lying_server;
 mod narrowing;
 mod operating;
+mod outgoing;
 mod properties;
 mod protocol;
 mod races;
@@ -65,3 +69,4 @@ mod stat_paths;
 mod stream_bounds;
 mod streaming;
 mod walk;
+mod walk_bounds;

@@ -171,15 +171,29 @@ pub(crate) async fn dispatch(
         FS_WALK_METHOD => {
             async {
                 let p: CodexWalkParams = parse(params.take())?;
-                let found = walk::walk(fs, &p.path, &p.options, form, max_message_bytes)
-                    .await
-                    .map_err(io)?;
-                outcome.bytes = found.response.entries.len() as u64;
-                let mut value = serde_json::to_value(found.response).expect("walks serialize");
-                if found.non_utf8_names_omitted > 0 {
-                    value["nonUtf8NamesOmitted"] = found.non_utf8_names_omitted.into();
+                // Its size is known once it is built: built in the connection's turn, and built
+                // again after a wait for the budget rather than held through it.
+                let turn = outcome.unsized_work().await;
+                let walk_text = || async {
+                    let found = walk::walk(fs, &p.path, &p.options, form, max_message_bytes)
+                        .await
+                        .map_err(io)?;
+                    let entries = found.response.entries.len() as u64;
+                    let mut value = serde_json::to_value(found.response).expect("walks serialize");
+                    if found.non_utf8_names_omitted > 0 {
+                        value["nonUtf8NamesOmitted"] = found.non_utf8_names_omitted.into();
+                    }
+                    Ok::<_, ErrorObject>((value.to_string(), entries))
+                };
+                let (mut text, mut entries) = walk_text().await?;
+                let held = super::fit::held_while_built(text.len());
+                if !outcome.try_cover(held).map_err(io)? {
+                    drop((text, turn));
+                    outcome.cover(held).await.map_err(io)?;
+                    (text, entries) = walk_text().await?;
                 }
-                Ok(Payload::Json(value))
+                outcome.bytes = entries;
+                Ok(Payload::Text(text))
             }
             .await
         }
@@ -224,6 +238,9 @@ pub(crate) async fn dispatch(
         FS_READ_BLOCK_METHOD => {
             async {
                 let p: ReadBlockParams = parse(params.take())?;
+                // The block and its text, reserved before the block is read.
+                let len = p.len.min(handles::MAX_BLOCK_BYTES);
+                outcome.cover(len + len.div_ceil(3) * 4).await.map_err(io)?;
                 let (data, eof) = state
                     .handles
                     .read_block(&p.handle_id, p.offset, p.len)
