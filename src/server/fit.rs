@@ -241,6 +241,7 @@ mod tests {
                 is_file: true,
                 is_symlink: false,
                 lossy_name: false,
+                raw_name: None,
             };
             10
         ];
