@@ -145,6 +145,14 @@ pub(crate) fn too_many_links(path: &AbsolutePathBuf) -> io::Error {
     )
 }
 
+/// A listing the server cut to its message limit.
+pub(crate) fn listing_cut(path: &AbsolutePathBuf, arrived: usize) -> io::Error {
+    io::Error::other(format!(
+        "{path}: the server cut the listing to its message limit after {arrived} entries; \
+         raise the server's --max-message-bytes to list it whole"
+    ))
+}
+
 /// A file system without descriptors to hand out for `fs/open`.
 pub(crate) fn open_unsupported(path: &AbsolutePathBuf) -> io::Error {
     io::Error::new(

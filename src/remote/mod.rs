@@ -215,6 +215,11 @@ impl ExecutorFileSystem for RemoteFileSystem {
         {
             return Err(invalid_name(path, &bad.file_name));
         }
+        if response.truncated {
+            // A listing is whole or it is an error: a caller copying or removing a tree must
+            // not take the first entries for all of them.
+            return Err(crate::error::listing_cut(path, response.entries.len()));
+        }
         Ok(response.entries.into_iter().map(Into::into).collect())
     }
 

@@ -219,5 +219,14 @@ async fn walk_and_listing_replies_are_cut_to_the_message_limit() {
         .await;
     let members: Vec<&String> = walk["result"].as_object().unwrap().keys().collect();
     assert_eq!(members, ["entries", "truncated"], "{walk}");
+    // The library's client never passes a cut listing off as whole.
+    let remote = capfs::RemoteFileSystem::connect(&server.url, capfs::RemoteOptions::default())
+        .await
+        .expect("connect");
+    let many = capfs::AbsolutePathBuf::new(&many).unwrap();
+    let error = capfs::ExecutorFileSystem::read_directory(&remote, &many)
+        .await
+        .expect_err("a cut listing is an error");
+    assert!(error.to_string().contains("message limit"), "{error}");
     server.stop().await;
 }
