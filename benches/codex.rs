@@ -17,6 +17,9 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+#[path = "codex/echo.rs"]
+mod echo;
+
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const ROUNDS: usize = 3;
@@ -201,61 +204,6 @@ async fn read_blocks(ws: &mut Ws, server: &Server, name: &str, size: usize) -> f
     size as f64 / 1e6 / started.elapsed().as_secs_f64()
 }
 
-/// The cheapest WebSocket server tokio-tungstenite allows: its own thread with a
-/// `current_thread` runtime, answering every text message with `reply`. Its round trip is the
-/// floor under any server's: what is left of a call once the server does nothing.
-fn echo_server(reply: String) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                let reply = Message::text(reply.clone());
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    while let Some(Ok(message)) = ws.next().await {
-                        if message.is_text() && ws.send(reply.clone()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-    });
-    url
-}
-
-/// The median round trip of the echo server, for a reply as long as capfs's `fs/getMetadata`.
-async fn echo_floor(capfs: &Server) -> Duration {
-    let mut ws = connect(&capfs.url).await;
-    let stat = json!({"path": capfs.uri("small"), "sandbox": null});
-    let reply = call(&mut ws, "fs/getMetadata", stat.clone()).await;
-    let reply = json!({"id": 1, "result": reply["result"]}).to_string();
-    let echo = echo_server(reply);
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(&echo, None, true)
-        .await
-        .expect("connect to the echo server");
-    let message = request(1, "fs/getMetadata", stat);
-    let mut times = Vec::with_capacity(ONE_AT_A_TIME);
-    for _ in 0..ONE_AT_A_TIME {
-        let started = Instant::now();
-        ws.send(message.clone()).await.unwrap();
-        next(&mut ws).await;
-        times.push(started.elapsed());
-    }
-    times.sort();
-    times[ONE_AT_A_TIME / 2]
-}
-
 fn plant(root: &Path) {
     std::fs::create_dir_all(root).unwrap();
     let mut seed = 0x9e37_79b9_u32;
@@ -373,7 +321,7 @@ fn main() {
             runtime.block_on(measure(server, figures));
         }
     }
-    let floor = runtime.block_on(echo_floor(&servers[0]));
+    let floor = runtime.block_on(echo::floor(&servers[0]));
     println!("# capfs serve against codex exec-server\n");
     println!(
         "Reproduce with: `cargo bench --bench codex` ({} cores; best of {ROUNDS} alternated rounds, ranges in brackets)\n",

@@ -13,17 +13,16 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use super::budget::ReplyBudget;
 use super::codex::{self as codex_methods, ConnectionState};
 use super::fit;
+pub(crate) use super::methods::{Runs, Touch, method};
 use super::outgoing::Outgoing;
 use crate::error;
-use crate::protocol::codex;
 use crate::protocol::uri;
 use crate::protocol::{
-    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
-    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
-    CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams, CreateDirectoryParams, CreateSymlinkParams,
-    ErrorObject, ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
-    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
-    FS_WRITE_FILE_METHOD, GetMetadataResponse, INITIALIZE_METHOD, INVALID_PARAMS, INVALID_REQUEST,
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_FILE_RANGE_METHOD, CAPFS_READ_FILE_STREAM_METHOD,
+    CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD, CopyParams, CreateDirectoryParams,
+    CreateSymlinkParams, ErrorObject, ErrorResponse, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, Message, PathParams, ReadLinkResponse, RemoveParams, RenameParams, RequestId,
     Response, WalkParams, WriteFileParams,
 };
@@ -31,99 +30,6 @@ use crate::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions, RenameOptions,
     WriteOptions,
 };
-
-/// Where a method runs on a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Runs {
-    /// Answered by the session itself: the handshake.
-    Session,
-    /// On a task of its own, through [`dispatch`].
-    Task,
-    /// A streamed read: its data frames, then its reply.
-    StreamRead,
-    /// A streamed write: its data frames follow the request on the same socket.
-    StreamWrite,
-    /// In the read loop, before any request read after it: it changes the connection
-    /// (`capfs/narrowRoots`).
-    ReadLoop,
-}
-
-/// What a method does to the paths it names, for the request's `sandbox` policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Touch {
-    /// Names no path (or a handle already checked when it was opened).
-    Nothing,
-    /// Reads `path`.
-    Reads,
-    /// Changes `path`.
-    Writes,
-    /// Reads `sourcePath`, writes `destinationPath`.
-    Copies,
-    /// Changes both `sourcePath` and `destinationPath`.
-    Moves,
-    /// Reads or (`mode: "replace"`) writes `path`.
-    Opens,
-}
-
-/// One row of the method table.
-#[derive(Debug)]
-pub(crate) struct Method {
-    pub(crate) name: &'static str,
-    pub(crate) runs: Runs,
-    pub(crate) touch: Touch,
-}
-
-const fn row(name: &'static str, runs: Runs, touch: Touch) -> Method {
-    Method { name, runs, touch }
-}
-
-/// Every method the server answers, where it runs and what it does to its paths. Session,
-/// connection and dispatch ask this table; a method missing from it is `-32601` before anything else looks at it.
-pub(crate) const METHODS: &[Method] = &[
-    row(INITIALIZE_METHOD, Runs::Session, Touch::Nothing),
-    row(FS_READ_FILE_METHOD, Runs::Task, Touch::Reads),
-    row(FS_WRITE_FILE_METHOD, Runs::Task, Touch::Writes),
-    row(FS_CREATE_DIRECTORY_METHOD, Runs::Task, Touch::Writes),
-    row(FS_GET_METADATA_METHOD, Runs::Task, Touch::Reads),
-    row(FS_READ_DIRECTORY_METHOD, Runs::Task, Touch::Reads),
-    row(FS_REMOVE_METHOD, Runs::Task, Touch::Writes),
-    row(FS_COPY_METHOD, Runs::Task, Touch::Copies),
-    row(FS_RENAME_METHOD, Runs::Task, Touch::Moves),
-    row(codex::FS_WALK_METHOD, Runs::Task, Touch::Reads),
-    row(codex::FS_CANONICALIZE_METHOD, Runs::Task, Touch::Reads),
-    row(codex::FS_OPEN_METHOD, Runs::Task, Touch::Opens),
-    row(codex::FS_READ_BLOCK_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::FS_WRITE_BLOCK_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::FS_CLOSE_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::FS_WATCH_MISSING_METHOD, Runs::Task, Touch::Reads),
-    row(codex::ENVIRONMENT_INFO_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task, Touch::Nothing),
-    row(
-        codex::ENVIRONMENT_CONFIG_READ_METHOD,
-        Runs::Task,
-        Touch::Nothing,
-    ),
-    row(CAPFS_READ_LINK_METHOD, Runs::Task, Touch::Reads),
-    row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task, Touch::Writes),
-    row(CAPFS_WALK_METHOD, Runs::Task, Touch::Reads),
-    row(CAPFS_READ_FILE_RANGE_METHOD, Runs::Task, Touch::Reads),
-    row(CAPFS_NARROW_ROOTS_METHOD, Runs::ReadLoop, Touch::Nothing),
-    row(
-        CAPFS_READ_FILE_STREAM_METHOD,
-        Runs::StreamRead,
-        Touch::Reads,
-    ),
-    row(
-        CAPFS_WRITE_FILE_STREAM_METHOD,
-        Runs::StreamWrite,
-        Touch::Writes,
-    ),
-];
-
-/// The table's row for `name`.
-pub(crate) fn method(name: &str) -> Option<&'static Method> {
-    METHODS.iter().find(|m| m.name == name)
-}
 
 /// Bytes a reply's JSON needs beyond the base64 text of a file: the id, the member names and
 /// the punctuation. Ids are at most a message long, so this is a bound only with the id

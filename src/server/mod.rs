@@ -21,6 +21,7 @@ mod fit;
 mod frames;
 mod handler;
 mod listener;
+mod methods;
 mod narrow;
 mod outgoing;
 mod parse;

@@ -13,7 +13,8 @@
 //! - `properties`: property tests of paths, roots and random operation plans;
 //! - `fuzz_regressions`: one test per finding of the fuzzers and property tests;
 //! - `protocol`: the wire protocol spoken by hand against the real `capfs serve`;
-//! - `codex_protocol`: the current codex protocol (URIs, sessions, walks, handles) in process;
+//! - `codex_protocol`: the current codex protocol (URIs, sessions, walks, canonical paths) in
+//!   process; `codex_handles`: its handles, watches, per-request sandbox and stdio framing;
 //! - `codex_races`: its walks, canonical paths and handles beside an attacker thread;
 //! - `streaming`: the data-frame extension, large files, bounded memory;
 //! - `stream_bounds`: what one client can hold (blocking threads, file-work permits, slots),
@@ -46,6 +47,7 @@ mod audit_lines;
 mod cap_std_gaps;
 mod cli;
 mod client_names;
+mod codex_handles;
 mod codex_protocol;
 mod codex_races;
 mod copies;
