@@ -346,8 +346,8 @@ fn main() {
         );
     }
     println!(
-        "\nThe floor: a bare tokio-tungstenite echo of the same reply takes {:.0} us a round trip, \
-         so no server answers `fs/getMetadata` in less; half of codex's default is {:.0} us.",
+        "\nA bare tokio-tungstenite echo of the same reply, from the same client, took {:.0} us a \
+         round trip in this run (half of codex's default: {:.0} us).",
         floor.as_secs_f64() * 1e6,
         best_duration(&figures[1].metadata).as_secs_f64() * 1e6 / 2.0,
     );

@@ -1,4 +1,5 @@
-//! The floor under the codex bench's round trips: a bare echo server.
+//! The bare echo beside the codex bench's round trips: what a call costs when the server does
+//! nothing, from the same client, when the scheduler places the echo's thread as it did.
 
 use std::time::{Duration, Instant};
 
@@ -9,8 +10,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::{ONE_AT_A_TIME, Server, call, connect, next, request};
 
 /// The cheapest WebSocket server tokio-tungstenite allows: its own thread with a
-/// `current_thread` runtime, answering every text message with `reply`. Its round trip is the
-/// floor under any server's: what is left of a call once the server does nothing.
+/// `current_thread` runtime, answering every text message with `reply`.
 fn server(reply: String) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
