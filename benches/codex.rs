@@ -321,7 +321,7 @@ fn main() {
             runtime.block_on(measure(server, figures));
         }
     }
-    let floor = runtime.block_on(echo::floor(&servers[0]));
+    let bare = runtime.block_on(echo::round_trip(&servers[0]));
     println!("# capfs serve against codex exec-server\n");
     println!(
         "Reproduce with: `cargo bench --bench codex` ({} cores; best of {ROUNDS} alternated rounds, ranges in brackets)\n",
@@ -348,7 +348,7 @@ fn main() {
     println!(
         "\nA bare tokio-tungstenite echo of the same reply, from the same client, took {:.0} us a \
          round trip in this run (half of codex's default: {:.0} us).",
-        floor.as_secs_f64() * 1e6,
+        bare.as_secs_f64() * 1e6,
         best_duration(&figures[1].metadata).as_secs_f64() * 1e6 / 2.0,
     );
     let capfs = &figures[0];

@@ -42,7 +42,7 @@ fn server(reply: String) -> String {
 }
 
 /// The median round trip of the echo server, for a reply as long as capfs's `fs/getMetadata`.
-pub(crate) async fn floor(capfs: &Server) -> Duration {
+pub(crate) async fn round_trip(capfs: &Server) -> Duration {
     let mut ws = connect(&capfs.url).await;
     let stat = json!({"path": capfs.uri("small"), "sandbox": null});
     let reply = call(&mut ws, "fs/getMetadata", stat.clone()).await;
