@@ -80,9 +80,6 @@ impl Shared {
 
 pub(crate) struct Connection {
     shared: Arc<Shared>,
-    /// The file system this connection serves: the server's, or a narrowing of it
-    /// (`capfs/narrowRoots`, `narrow.rs`).
-    fs: Arc<dyn ExecutorFileSystem>,
     id: u64,
     peer: Arc<str>,
     session: Session,
@@ -122,7 +119,6 @@ impl Connection {
             );
         let budget = shared.budget.connection();
         Self {
-            fs: Arc::clone(&shared.fs),
             shared,
             id,
             peer,
@@ -297,9 +293,19 @@ impl Connection {
         ErrorObject::new(SERVER_BUSY, message)
     }
 
+    /// The file system this connection serves: the server's, or a narrowing of it
+    /// (`capfs/narrowRoots`, `narrow.rs`), kept where the connection's handles and watches find
+    /// it too.
+    fn fs(&self) -> Arc<dyn ExecutorFileSystem> {
+        self.session
+            .connection()
+            .fs()
+            .unwrap_or_else(|| Arc::clone(&self.shared.fs))
+    }
+
     fn stream_context(&self, out: &mpsc::Sender<Outgoing>) -> StreamContext {
         StreamContext {
-            fs: Arc::clone(&self.fs),
+            fs: self.fs(),
             work: self.work.clone(),
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
@@ -344,8 +350,9 @@ impl Connection {
         if runs == Some(Runs::ReadLoop) {
             // In the read loop: every request read after this one sees the narrowed roots,
             // and so does the work that outlives a request (replace handles, watches).
-            let reply = super::narrow::narrow_connection(&mut self.fs, params).await;
-            self.session.connection().set_fs(Arc::clone(&self.fs));
+            let mut fs = self.fs();
+            let reply = super::narrow::narrow_connection(&mut fs, params).await;
+            self.session.connection().set_fs(fs);
             self.answer(out, log, id, reply).await;
             return;
         }
@@ -361,7 +368,7 @@ impl Connection {
             return;
         }
         let shared = Arc::clone(&self.shared);
-        let connection_fs = Arc::clone(&self.fs);
+        let connection_fs = self.fs();
         let budget = self.reply_budget();
         let out = out.clone();
         let connection = self.session.connection();
