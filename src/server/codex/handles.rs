@@ -58,6 +58,12 @@ fn unknown(id: &str) -> io::Error {
     )
 }
 
+fn too_many_handles() -> io::Error {
+    invalid(format!(
+        "too many open file handles: at most {MAX_HANDLES_PER_CONNECTION} per connection"
+    ))
+}
+
 impl Handles {
     pub(crate) fn new(server: Arc<Semaphore>) -> Self {
         Self {
@@ -77,9 +83,7 @@ impl Handles {
             return Err(invalid(format!("file handle `{id}` already exists")));
         }
         if open.len() >= MAX_HANDLES_PER_CONNECTION {
-            return Err(invalid(format!(
-                "too many open file handles: at most {MAX_HANDLES_PER_CONNECTION} per connection"
-            )));
+            return Err(too_many_handles());
         }
         Arc::clone(&self.server).try_acquire_owned().map_err(|_| {
             io::Error::new(
@@ -93,6 +97,10 @@ impl Handles {
         let mut open = self.open.lock().expect("handle table");
         if open.contains_key(&id) {
             return Err(invalid(format!("file handle `{id}` already exists")));
+        }
+        // Checked again: opens that ran at once each passed the first check.
+        if open.len() >= MAX_HANDLES_PER_CONNECTION {
+            return Err(too_many_handles());
         }
         let handle = Arc::new(handle);
         open.insert(

@@ -96,33 +96,28 @@ impl Watches {
                 return Err(e);
             }
         }
-        let slot = {
-            let active = watches.active.lock().expect("watches");
-            if active.contains_key(&p.watch_id) {
-                return Err(invalid(format!("watch {} already exists", p.watch_id)));
-            }
-            if active.len() >= MAX_WATCHES_PER_CONNECTION {
-                return Err(invalid(format!(
-                    "too many watches: at most {MAX_WATCHES_PER_CONNECTION} per connection"
-                )));
-            }
-            Arc::clone(&watches.server)
-                .try_acquire_owned()
-                .map_err(|_| {
-                    io::Error::new(
-                        io::ErrorKind::ResourceBusy,
-                        "server busy: too many watches on this server",
-                    )
-                })?
-        };
+        // Checked, spawned and entered under one lock: two requests at once cannot both pass
+        // the bound or take one id, and a watch that ends at once finds itself entered.
+        let mut active = watches.active.lock().expect("watches");
+        if active.contains_key(&p.watch_id) {
+            return Err(invalid(format!("watch {} already exists", p.watch_id)));
+        }
+        if active.len() >= MAX_WATCHES_PER_CONNECTION {
+            return Err(invalid(format!(
+                "too many watches: at most {MAX_WATCHES_PER_CONNECTION} per connection"
+            )));
+        }
+        let slot = Arc::clone(&watches.server)
+            .try_acquire_owned()
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    "server busy: too many watches on this server",
+                )
+            })?;
         let id = p.watch_id;
-        let table = Arc::downgrade(watches);
-        let task = tokio::spawn(poll(fs, p, out, table, slot));
-        watches
-            .active
-            .lock()
-            .expect("watches")
-            .insert(id, task.abort_handle());
+        let task = tokio::spawn(poll(fs, p, out, Arc::downgrade(watches), slot));
+        active.insert(id, task.abort_handle());
         Ok(())
     }
 }
