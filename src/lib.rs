@@ -88,6 +88,7 @@ pub mod error;
 mod file_system;
 mod local;
 mod path;
+pub mod process;
 pub mod protocol;
 mod remote;
 mod sandbox;
