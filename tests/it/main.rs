@@ -64,6 +64,7 @@ mod outgoing;
 mod properties;
 mod protocol;
 mod races;
+mod processes;
 mod ranges;
 mod root_races;
 mod semantics;
