@@ -156,8 +156,9 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
     // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs and
-    // landlock_restrict_self on the ruleset the parent built) through rustix and the landlock
-    // crate, none of which allocates or takes a lock; its errors are errno values. `unshare`
+    // landlock_restrict_self on the ruleset the parent built, close_range) through rustix, the
+    // landlock crate and libc's raw `syscall`, none of which allocates or takes a lock; its
+    // errors are errno values. `unshare`
     // is given NEWNET and NEWUSER only, never FILES, and the child has one thread, so no
     // other thread can observe a changed descriptor table.
     unsafe {
@@ -166,7 +167,17 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
             if let Some(flags) = setup.namespaces {
                 rustix::thread::unshare_unsafe(flags)?;
             }
-            setup.confine()
+            setup.confine()?;
+            // Descriptors the starter inherited without close-on-exec stay with it.
+            match libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
         });
     }
 }
