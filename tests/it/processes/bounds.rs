@@ -378,3 +378,31 @@ async fn sandboxes_and_requests_that_cannot_be_held_are_refused() {
     .unwrap();
     assert!(!moved.text().contains("MOVED") && ws.root.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_is_the_processs_own_and_none_has_no_loopback_at_all() {
+    let ws = Workspace::new();
+    // A listener and a client inside the process, on its own 127.0.0.1.
+    let command = "perl -MSocket -e 'socket(L, AF_INET, SOCK_STREAM, 0) or die; \
+        bind(L, pack_sockaddr_in(0, inet_aton(\"127.0.0.1\"))) or die \"bind: $!\"; listen(L, 1) or die; \
+        my ($port) = unpack_sockaddr_in(getsockname(L)); socket(C, AF_INET, SOCK_STREAM, 0) or die; \
+        connect(C, pack_sockaddr_in($port, inet_aton(\"127.0.0.1\"))) or die \"connect: $!\"; print \"OWN\\n\"'";
+    let own = run(
+        &ws.processes(policy(Network::Loopback)),
+        shell("sh", command, &ws.root),
+    )
+    .await
+    .unwrap();
+    assert_eq!(own.text(), "OWN\n");
+    let none = run(
+        &ws.processes(policy(Network::None)),
+        shell("sh", command, &ws.root),
+    )
+    .await
+    .unwrap();
+    assert!(!none.text().contains("OWN"), "{}", none.text());
+    match ws.processes(policy(Network::None)).confinement() {
+        capfs::process::Confinement::Enforced(how) => assert!(how.contains("landlock"), "{how}"),
+        other => panic!("{other:?}"),
+    }
+}
