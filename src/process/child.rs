@@ -155,12 +155,13 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
-    // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs and
-    // landlock_restrict_self on the ruleset the parent built, close_range) through rustix, the
-    // landlock crate and libc's raw `syscall`, none of which allocates or takes a lock; its
-    // errors are errno values. `unshare`
-    // is given NEWNET and NEWUSER only, never FILES, and the child has one thread, so no
-    // other thread can observe a changed descriptor table.
+    // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs,
+    // landlock_restrict_self on the ruleset the parent built, close_range) through rustix,
+    // the landlock crate and libc's raw `syscall`, none of which allocates or takes a lock:
+    // landlock 0.4.8's `restrict_self` makes the prctl and the syscall and returns a status
+    // on the stack, and a `RulesetCreated` holds no heap data. Errors are errno values.
+    // `unshare` is given NEWNET and NEWUSER only, never FILES, and the child has one thread,
+    // so no other thread can observe a changed descriptor table.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;

@@ -35,6 +35,8 @@
 //! - `walk_bounds`: walks under descriptor limits (errors reported, a few descriptors held
 //!   whatever the depth), and walk and listing replies cut to the message limit;
 //! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`);
+//! - `processes`: `LocalProcesses` (runs as root: an unprivileged user, cgroups): the shared
+//!   escape table, and the bounds a shell command cannot show;
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either

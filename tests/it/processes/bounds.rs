@@ -406,3 +406,31 @@ async fn loopback_is_the_processs_own_and_none_has_no_loopback_at_all() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_handle_ends_the_tree_and_signals_reach_the_group() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let mark = format!("3598.{}", std::process::id());
+    let command = format!("setsid sleep {mark} </dev/null >/dev/null 2>&1 & sleep {mark}");
+    let started = processes
+        .start(shell("sh", &command, &ws.root))
+        .await
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || sleepers(&mark).len() >= 2).await);
+    drop(started);
+    assert!(eventually(Duration::from_secs(10), || sleepers(&mark).is_empty()).await);
+
+    let started = processes
+        .start(shell("sh", "sleep 3600", &ws.root))
+        .await
+        .unwrap();
+    started.control.signal(15).await.unwrap();
+    let done = finish(started, |_| false).await.unwrap();
+    assert_eq!(
+        (done.exit.signal, done.exit.killed),
+        (Some(15), false),
+        "{:?}",
+        done.exit
+    );
+}
