@@ -265,15 +265,16 @@ pub(crate) fn launch(
         for reader in readers {
             let _ = reader.await;
         }
+        // Closed means nothing of the process is left: its cgroup, its temporary directory
+        // and its place among the running are given back first, off this task's thread
+        // (the cgroup waits for its last tasks to leave, the directory may be large).
+        let cgroup = shared
+            .cgroup
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let _ = tokio::task::spawn_blocking(move || drop((cgroup, held))).await;
         let _ = sender.send(ProcessEvent::Closed).await;
-        drop(
-            shared
-                .cgroup
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
-        drop(held);
     });
     Ok(StartedProcess::new(pid, control, events))
 }
