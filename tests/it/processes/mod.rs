@@ -5,6 +5,7 @@
 
 mod bounds;
 mod escapes;
+mod session;
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -117,6 +118,18 @@ pub(crate) async fn finish(
             None => panic!("the events ended without Closed"),
         }
     }
+}
+
+/// Polls `condition` every 10 ms for at most `limit`.
+pub(crate) async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
 }
 
 /// Starts `request` and reads it to the end.
