@@ -32,6 +32,8 @@ pub(crate) struct ChildSetup {
     pub run_as: Option<RunAs>,
     /// The Landlock ruleset, built in the parent; `None` only for unconfined processes.
     pub ruleset: Option<landlock::RulesetCreated>,
+    /// The seccomp filter refusing UNIX sockets, for processes without the host's network.
+    pub seccomp: Option<seccompiler::BpfProgram>,
 }
 
 /// A netlink `RTM_NEWLINK` request: a 16-byte header and a 16-byte `ifinfomsg`.
@@ -110,6 +112,9 @@ impl ChildSetup {
                 _ => return Err(Errno::PERM.into()),
             }
         }
+        if let Some(filter) = &self.seccomp {
+            seccompiler::apply_filter(filter).map_err(|_| Errno::PERM)?;
+        }
         Ok(())
     }
 }
@@ -156,10 +161,12 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
     // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs,
-    // landlock_restrict_self on the ruleset the parent built, close_range) through rustix,
-    // the landlock crate and libc's raw `syscall`, none of which allocates or takes a lock:
-    // landlock 0.4.8's `restrict_self` makes the prctl and the syscall and returns a status
-    // on the stack, and a `RulesetCreated` holds no heap data. Errors are errno values.
+    // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
+    // parent built, close_range) through rustix, the landlock and seccompiler crates and
+    // libc's raw `syscall`, none of which allocates or takes a lock: landlock 0.4.8's
+    // `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
+    // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
+    // prctl and the syscall on a `sock_fprog` on the stack. Errors are errno values.
     // `unshare` is given NEWNET and NEWUSER only, never FILES, and the child has one thread,
     // so no other thread can observe a changed descriptor table.
     unsafe {

@@ -24,10 +24,6 @@ const TABLE: &str = include_str!("../../escapes/processes.json");
 /// are printed, never asserted (docs/processes-security.md says the same).
 const DOCUMENTED: &[(&str, &str)] = &[
     (
-        "host-unix-socket",
-        "Landlock restricts connecting to a UNIX socket by path only from ABI 9; no seccomp filter",
-    ),
-    (
         "tcp-loopback-loopback",
         "Loopback is the process's own loopback (own network namespace), not the host's",
     ),

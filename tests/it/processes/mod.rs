@@ -1,7 +1,8 @@
 //! `LocalProcesses`: the escape table of `tests/escapes/processes.json` run through it
-//! (`escapes.rs`), and what a shell command alone cannot show (`bounds.rs`): output
-//! back-pressure, fork bombs, the bound on processes, the whole tree ended, terminals,
-//! descriptors.
+//! (`escapes.rs`), and what a shell command alone cannot show: the bounds (`bounds.rs`:
+//! output back-pressure, fork bombs, the bound on processes, the whole tree ended) and what a
+//! process is given at its start (`session.rs`: terminals, descriptors, environment, network,
+//! refusals).
 
 mod bounds;
 mod escapes;

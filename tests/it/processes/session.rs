@@ -207,3 +207,22 @@ async fn loopback_is_the_processs_own_and_none_has_no_loopback_at_all() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_sockets_are_refused_without_the_host_network_but_socket_pairs_work() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let command = "perl -MSocket -e 'socketpair(A, B, AF_UNIX, SOCK_STREAM, 0) or die; print \"PAIR\\n\"; \
+        socket(S, AF_UNIX, SOCK_STREAM, 0) and print \"SOCKET\\n\"'";
+    let done = run(&processes, shell("sh", command, &ws.root))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "PAIR\n");
+    let all = run(
+        &ws.processes(policy(Network::All)),
+        shell("sh", command, &ws.root),
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.text(), "PAIR\nSOCKET\n");
+}
