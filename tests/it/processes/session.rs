@@ -226,3 +226,54 @@ async fn unix_sockets_are_refused_without_the_host_network_but_socket_pairs_work
     .unwrap();
     assert_eq!(all.text(), "PAIR\nSOCKET\n");
 }
+
+/// Set in the environment of this test binary run again as an unprivileged user.
+const INNER: &str = "CAPFS_PROCESS_TEST_UNPRIVILEGED";
+
+#[test]
+fn an_unprivileged_starter_confines_with_a_user_namespace() {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let output = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={EXEC_UID}"),
+            &format!("--regid={EXEC_UID}"),
+            "--clear-groups",
+        ])
+        .arg(&exe)
+        .args([
+            "processes::session::unprivileged_inner",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(INNER, "1")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unprivileged_inner() {
+    if std::env::var_os(INNER).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sandbox = Sandbox::new().with_root(&root, Access::ReadWrite).unwrap();
+    let processes = LocalProcesses::new(sandbox, ProcessPolicy::default()).unwrap();
+    let command = "echo hi > f && cat f; cat /etc/passwd >/dev/null && echo READ; \
+        ls /root >/dev/null 2>&1 || echo DENIED; { exec 3<>/dev/tcp/127.0.0.1/1; } 2>/dev/null || echo NONET";
+    let done = run(&processes, shell("bash", command, &root))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "hi\nREAD\nDENIED\nNONET\n");
+}
