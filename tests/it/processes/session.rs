@@ -2,6 +2,7 @@
 //! environment, its network, the sandboxes and requests that cannot be held.
 
 use std::io::ErrorKind;
+use std::os::unix::fs::PermissionsExt;
 
 use capfs::process::{
     ExecutorProcesses, LocalProcesses, Network, ProcessEvent, ProcessPolicy, TerminalSize,
@@ -276,4 +277,33 @@ async fn unprivileged_inner() {
         .await
         .unwrap();
     assert_eq!(done.text(), "hi\nREAD\nDENIED\nNONET\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extra_read_only_path_is_readable_only_and_file_sizes_are_bounded() {
+    let ws = Workspace::new();
+    let extra = tempfile::tempdir().unwrap();
+    std::fs::write(extra.path().join("data.txt"), "EXTRA\n").unwrap();
+    let open = std::fs::Permissions::from_mode(0o777);
+    std::fs::set_permissions(extra.path(), open.clone()).unwrap();
+    std::fs::set_permissions(extra.path().join("data.txt"), open).unwrap();
+    let policy = policy(Network::None)
+        .with_read_only_path(extra.path())
+        .with_file_size_limit(4096);
+    let processes = ws.processes(policy);
+    let command = format!(
+        "cat {0}/data.txt; echo x >> {0}/data.txt || echo REFUSED; head -c 10000 /dev/zero > big",
+        extra.path().display()
+    );
+    let done = run(&processes, shell("sh", &command, &ws.root))
+        .await
+        .unwrap();
+    assert!(done.text().starts_with("EXTRA\n"), "{}", done.text());
+    assert!(done.text().contains("REFUSED"), "{}", done.text());
+    assert_eq!(
+        std::fs::read_to_string(extra.path().join("data.txt")).unwrap(),
+        "EXTRA\n"
+    );
+    // Past RLIMIT_FSIZE the writer gets SIGXFSZ; the file stops at the bound.
+    assert_eq!(std::fs::metadata(ws.root.join("big")).unwrap().len(), 4096);
 }
