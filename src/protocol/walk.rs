@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::is_zero;
+use super::file_params::is_zero;
 use crate::{AbsolutePathBuf, Walk, WalkEntry, WalkError, WalkOptions};
 
 /// Params of [`CAPFS_WALK_METHOD`](super::CAPFS_WALK_METHOD); absent members take [`WalkOptions`]' defaults.
