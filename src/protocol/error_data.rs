@@ -57,16 +57,18 @@ pub fn error_kind_name(kind: io::ErrorKind) -> &'static str {
 }
 
 /// Builds an `io::Error` of the kind named `name` (see [`error_kind_name`]); `None` for an
-/// unknown name.
+/// unknown name. A refusal keeps its [`crate::error::Denial`] when its message is a fixed one.
 fn error_kind_from_name(name: &str, message: String) -> Option<io::Error> {
     if name == FILESYSTEM_LOOP {
         let raw = io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error());
         return Some(io::Error::new(raw.kind(), message));
     }
-    ERROR_KINDS
-        .iter()
-        .find(|(_, n)| *n == name)
-        .map(|(kind, _)| io::Error::new(*kind, message))
+    let kind = ERROR_KINDS.iter().find(|(_, n)| *n == name)?.0;
+    Some(if kind == io::ErrorKind::PermissionDenied {
+        crate::error::denied_from_message(message)
+    } else {
+        io::Error::new(kind, message)
+    })
 }
 
 impl ErrorObject {
@@ -155,6 +157,43 @@ mod tests {
                 -32603
             };
             assert_eq!(wire.code, expected_code);
+        }
+    }
+
+    #[test]
+    fn refusals_cross_the_wire_with_their_reason_and_their_bytes() {
+        use crate::error::{self, Denial, denial};
+        let path = crate::AbsolutePathBuf::new("/ws/a").unwrap();
+        let refusals = [
+            (error::escape(&path), Denial::Escape),
+            (error::outside_roots(&path), Denial::OutsideRoots),
+            (error::read_only(&path), Denial::ReadOnlyRoot),
+            (error::root_protected(&path), Denial::ProtectedRoot),
+        ];
+        for (err, reason) in refusals {
+            assert_eq!(denial(&err), Some(reason));
+            let wire = ErrorObject::from_io(&err);
+            assert_eq!(wire.message, format!("/ws/a: {}", reason.text()));
+            assert_eq!(
+                wire.data,
+                Some(serde_json::json!({ "kind": "PermissionDenied" }))
+            );
+            let back = wire.into_io();
+            assert_eq!(denial(&back), Some(reason), "{back}");
+            assert_eq!(back.to_string(), err.to_string());
+        }
+        // Another kind, or the words without a path before them, is not a refusal.
+        for (kind, message) in [
+            ("NotFound", "/ws/a: sandbox root is read-only"),
+            ("PermissionDenied", "sandbox root is read-only"),
+            ("PermissionDenied", "/ws/a: sandbox root is read-only!"),
+        ] {
+            let wire = ErrorObject {
+                code: INTERNAL_ERROR,
+                message: message.into(),
+                data: Some(serde_json::json!({ "kind": kind })),
+            };
+            assert_eq!(denial(&wire.into_io()), None, "{kind} {message}");
         }
     }
 
