@@ -23,6 +23,7 @@
 mod claim;
 mod contents;
 mod copy;
+mod handles;
 mod metadata;
 mod narrow;
 mod range;
@@ -32,7 +33,6 @@ mod rename;
 mod resolve;
 mod stage;
 mod tree;
-mod walk;
 mod write;
 
 use std::io;
