@@ -118,7 +118,7 @@ async fn the_audit_log_has_one_line_per_request_and_never_contents_or_the_token(
     assert_eq!(lines[9]["outcome"], "PermissionDenied");
     assert_eq!(lines[9]["denied"], true);
     assert_eq!(lines[9]["code"], 401);
-    // What the README tells a reviewer to grep for.
+    // What docs/operating.md tells a reviewer to grep for.
     let grepped = text
         .lines()
         .filter(|l| l.contains(r#""outcome":"PermissionDenied""#) && l.contains(r#""denied":true"#))
