@@ -8,7 +8,7 @@
 
 use std::io::{self, ErrorKind};
 
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
 
 mod denial;
 pub use denial::{Denial, denial, raw_os_error};

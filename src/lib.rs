@@ -103,6 +103,7 @@ mod path;
 pub mod process;
 pub mod protocol;
 mod remote;
+mod roots;
 mod sandbox;
 pub mod server;
 pub mod terminal;
@@ -112,12 +113,13 @@ mod walk;
 pub use environment::Environment;
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT,
+    Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT,
     WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions, WriteOptions,
 };
-pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowed, Narrowing};
+pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowing};
 pub use path::AbsolutePathBuf;
 pub use remote::{RemoteFileSystem, RemoteOptions};
+pub use roots::{RootAccess, RootDescription};
 pub use sandbox::{Access, Root, Sandbox};
 
 /// The README's examples, compiled and run as doctests so they never rot.

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::io::{self, ErrorKind};
 
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
 
 /// Why capfs refused a path. Every refusal is a `PermissionDenied` error; this says which rule
 /// of the sandbox it broke, for callers that must tell an attack from a read-only root without

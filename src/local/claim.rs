@@ -15,8 +15,8 @@ use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 
 use super::handles;
-use crate::AbsolutePathBuf;
 use crate::error;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Sandbox};
 
 /// An entry of `parent` moved to a private name and checked not to be, or hold, a sandbox root.

@@ -14,8 +14,9 @@ use super::read::nonblocking_read_options;
 use super::write::{WriteTarget, replace_file};
 use super::{COPY_DEPTH_LIMIT, Inner, contents, resolve};
 use crate::error::{self, with_path};
+use crate::file_system::CopyOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Resolved, Sandbox};
-use crate::{AbsolutePathBuf, CopyOptions};
 
 pub(crate) fn copy(
     fs: &Inner,

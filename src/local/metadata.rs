@@ -13,8 +13,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::{Inner, handles, resolve};
 use crate::error::with_path;
+use crate::file_system::{CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::Root;
-use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(
     fs: &Inner,

@@ -11,8 +11,9 @@ use rustix::io::Errno;
 use super::handles::{self, dir_id};
 use super::{Inner, claim};
 use crate::error::{self, with_path};
+use crate::file_system::RemoveOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Sandbox};
-use crate::{AbsolutePathBuf, RemoveOptions};
 
 pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;

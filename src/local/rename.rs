@@ -15,8 +15,9 @@ use rustix::fs::{AtFlags, FileType, RenameFlags};
 use super::claim::{self, Claim};
 use super::{Inner, handles};
 use crate::error::{self, with_path};
+use crate::file_system::RenameOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::Sandbox;
-use crate::{AbsolutePathBuf, RenameOptions};
 
 /// How often an overwriting rename retries when the destination appears or vanishes between
 /// its steps.

@@ -12,9 +12,10 @@ use cap_std::fs::Dir;
 
 use super::{Inner, handles, resolve};
 use crate::error::{self, with_path};
-use crate::file_system::{WalkFilter, walk_child};
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::FileId;
-use crate::{AbsolutePathBuf, Walk, WalkEntry, WalkOptions};
+use crate::walk::{Walk, WalkEntry, WalkOptions};
+use crate::walk::{WalkFilter, walk_child};
 
 /// One directory entry as read: its name and its own type.
 struct Listed {

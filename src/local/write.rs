@@ -15,8 +15,9 @@ use super::resolve::{MAX_SYMLINK_HOPS, symlink_loop};
 use super::stage::{StagedFile, link_as_new};
 use super::{Inner, resolve};
 use crate::error::{self, with_path};
+use crate::file_system::WriteOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{Resolved, Root};
-use crate::{AbsolutePathBuf, WriteOptions};
 
 /// The permission bits a written or copied file may get: read, write and execute only.
 const PLAIN_MODE_BITS: u32 = 0o777;

@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn refusals_cross_the_wire_with_their_reason_and_their_bytes() {
         use crate::error::{self, Denial, denial};
-        let path = crate::AbsolutePathBuf::new("/ws/a").unwrap();
+        let path = crate::path::AbsolutePathBuf::new("/ws/a").unwrap();
         let refusals = [
             (error::escape(&path), Denial::Escape),
             (error::outside_roots(&path), Denial::OutsideRoots),

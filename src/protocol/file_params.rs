@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AbsolutePathBuf, FileMetadata, ReadDirectoryEntry};
+use crate::file_system::{FileMetadata, ReadDirectoryEntry};
+use crate::path::AbsolutePathBuf;
 
 #[cfg(doc)]
 use super::{

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::codex;
-use crate::AbsolutePathBuf;
+pub use crate::roots::{RootAccess, RootDescription};
 
 #[cfg(doc)]
 use super::{
@@ -68,33 +68,4 @@ pub struct ServerCapabilities {
     /// The server understands [`CAPFS_READ_FILE_RANGE_METHOD`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ranges: bool,
-}
-
-/// One sandbox root in [`ServerCapabilities::roots`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RootDescription {
-    /// The root's absolute path, as clients name it.
-    pub path: AbsolutePathBuf,
-    /// What clients may do under it.
-    pub access: RootAccess,
-}
-
-/// The access of a [`RootDescription`]: `"read-write"` or `"read-only"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RootAccess {
-    /// Reads and writes.
-    ReadWrite,
-    /// Reads only.
-    ReadOnly,
-}
-
-impl From<crate::Access> for RootAccess {
-    fn from(access: crate::Access) -> Self {
-        match access {
-            crate::Access::ReadWrite => Self::ReadWrite,
-            crate::Access::ReadOnly => Self::ReadOnly,
-        }
-    }
 }
