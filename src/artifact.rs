@@ -6,7 +6,8 @@ use std::io;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use crate::{AbsolutePathBuf, CreateDirectoryOptions, ExecutorFileSystem, FileSystemResult};
+use crate::file_system::{CreateDirectoryOptions, ExecutorFileSystem, FileSystemResult};
+use crate::path::AbsolutePathBuf;
 
 /// The file name used when an id sanitises to nothing.
 const EMPTY_ID_REPLACEMENT: &str = "generated_image";

@@ -1,12 +1,19 @@
 //! Every error capfs builds itself, one constructor each, with a fixed message.
 //!
-//! Errors are plain `std::io::Error`s: callers match on their `io::ErrorKind`. The messages of
-//! the copy refusals are fixed strings shared with the codex exec-server, public here so that
-//! callers and tests can compare them.
+//! Errors are plain `std::io::Error`s: callers match on their `io::ErrorKind`. A refusal of the
+//! sandbox also says why, as a [`Denial`] read with [`denial`]; an error from the OS that capfs
+//! names the path of keeps its errno, read with [`raw_os_error`]. The messages of the copy
+//! refusals are fixed strings shared with the codex exec-server, public here so that callers
+//! and tests can compare them.
 
 use std::io::{self, ErrorKind};
 
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
+
+mod denial;
+pub use denial::{Denial, denial, raw_os_error};
+use denial::{Denied, WithPath};
+pub(crate) use denial::{denied_from_message, is_escape, unnamed_escape};
 
 /// Message of a directory copy without `recursive`.
 pub const COPY_DIRECTORY_NEEDS_RECURSIVE: &str =
@@ -21,31 +28,19 @@ pub const COPY_UNSUPPORTED_TYPE: &str =
 pub const COPY_ONTO_ITSELF: &str = "fs/copy cannot copy a file onto itself";
 
 pub(crate) fn outside_roots(path: &AbsolutePathBuf) -> io::Error {
-    io::Error::new(
-        ErrorKind::PermissionDenied,
-        format!("{path}: path is outside every sandbox root"),
-    )
+    Denied::error(Denial::OutsideRoots, path)
 }
 
 pub(crate) fn read_only(path: &AbsolutePathBuf) -> io::Error {
-    io::Error::new(
-        ErrorKind::PermissionDenied,
-        format!("{path}: sandbox root is read-only"),
-    )
+    Denied::error(Denial::ReadOnlyRoot, path)
 }
 
 pub(crate) fn root_protected(path: &AbsolutePathBuf) -> io::Error {
-    io::Error::new(
-        ErrorKind::PermissionDenied,
-        format!("{path}: a sandbox root cannot be removed, renamed or replaced"),
-    )
+    Denied::error(Denial::ProtectedRoot, path)
 }
 
 pub(crate) fn escape(path: &AbsolutePathBuf) -> io::Error {
-    io::Error::new(
-        ErrorKind::PermissionDenied,
-        format!("{path}: path leads outside the sandbox root"),
-    )
+    Denied::error(Denial::Escape, path)
 }
 
 pub(crate) fn too_large(limit: u64) -> io::Error {
@@ -96,37 +91,14 @@ pub(crate) fn too_deep(path: &AbsolutePathBuf, limit: usize) -> io::Error {
     )
 }
 
-/// Prefixes an error from the OS or cap-std with the sandbox path it concerns, keeping its kind.
-/// An escape found by capfs's resolver becomes capfs's own escape message.
+/// Prefixes an error from the OS or cap-std with the sandbox path it concerns, keeping its kind:
+/// the error is wrapped, so that [`raw_os_error`] and `source()` still reach it. An escape found
+/// by capfs's resolver becomes capfs's own escape message.
 pub(crate) fn with_path(path: &AbsolutePathBuf, err: io::Error) -> io::Error {
     if is_escape(&err) {
         return escape(path);
     }
-    io::Error::new(err.kind(), format!("{path}: {err}"))
-}
-
-/// The payload of the escape errors capfs's resolver builds, recognised by its type (never by
-/// the text of someone else's error).
-#[derive(Debug)]
-struct Escape;
-
-impl std::fmt::Display for Escape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("path leads outside the sandbox root")
-    }
-}
-
-impl std::error::Error for Escape {}
-
-/// The error of a path that resolves outside its root, before [`with_path`] names the path.
-pub(crate) fn unnamed_escape() -> io::Error {
-    io::Error::new(ErrorKind::PermissionDenied, Escape)
-}
-
-/// True for an error made by [`unnamed_escape`].
-pub(crate) fn is_escape(err: &io::Error) -> bool {
-    err.kind() == ErrorKind::PermissionDenied
-        && err.get_ref().is_some_and(|inner| inner.is::<Escape>())
+    WithPath::wrap(path, err)
 }
 
 pub(crate) fn write_options_unsupported(path: &AbsolutePathBuf) -> io::Error {

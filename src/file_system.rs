@@ -5,11 +5,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use std::path::PathBuf;
 
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
+use crate::roots::RootDescription;
 pub use crate::walk::{
     WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions,
 };
-pub(crate) use crate::walk::{WalkFilter, walk_by_listing, walk_child};
+
+mod defaults;
+pub(crate) use defaults::{range_by_streaming, walk_by_listing};
 
 /// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
 /// backends give the same kind for the same situation.
@@ -120,6 +123,25 @@ impl ReadDirectoryEntry {
     }
 }
 
+/// What [`ExecutorFileSystem::narrowed`] returns.
+#[non_exhaustive]
+pub struct Narrowed {
+    /// The file system serving the directories that could be opened, and nothing else.
+    pub fs: std::sync::Arc<dyn ExecutorFileSystem>,
+    /// For each directory asked for, in order: the root that now serves it (its path, which
+    /// may differ from the one asked for when that one went through a symlink, and its access),
+    /// or why it could not be used.
+    pub roots: Vec<std::io::Result<RootDescription>>,
+}
+
+impl std::fmt::Debug for Narrowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Narrowed")
+            .field("roots", &self.roots)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A file system an agent's tools use, confined to sandbox roots.
 ///
 /// Every path is an [`AbsolutePathBuf`]; a path under no sandbox root, or one that leads out of its
@@ -143,7 +165,7 @@ pub trait ExecutorFileSystem: Send + Sync {
 
     /// The sandbox roots this file system serves, as a server announces them in the
     /// `initialize` result. The default is none (the file system does not say).
-    fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {
+    fn served_roots(&self) -> Vec<RootDescription> {
         Vec::new()
     }
 
@@ -349,7 +371,7 @@ pub trait ExecutorFileSystem: Send + Sync {
         offset: u64,
         length: u64,
     ) -> FileSystemResult<Vec<u8>> {
-        crate::local::range_by_streaming(self, path, offset, length).await
+        range_by_streaming(self, path, offset, length).await
     }
 
     /// A file system serving only the directories `dirs`, each inside this one's roots and
@@ -360,11 +382,8 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// # Errors
     ///
     /// `Unsupported` from a file system that cannot narrow; the directories that cannot be
-    /// used are reported in [`Narrowed::roots`](crate::Narrowed::roots), not as an error.
-    async fn narrowed(
-        &self,
-        dirs: &[crate::protocol::RootDescription],
-    ) -> FileSystemResult<crate::Narrowed> {
+    /// used are reported in [`Narrowed::roots`], not as an error.
+    async fn narrowed(&self, dirs: &[RootDescription]) -> FileSystemResult<Narrowed> {
         let _ = dirs;
         Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
 
-use crate::AbsolutePathBuf;
 use crate::error;
+use crate::path::AbsolutePathBuf;
 
 /// Whether a root may be changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -383,7 +383,7 @@ impl Sandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Access;
+    use crate::sandbox::Access;
 
     /// The byte comparison in `root_for` against the component-wise definition it replaces.
     #[test]

@@ -1,9 +1,8 @@
-//! The walk's options and result ([`WalkOptions`], [`Walk`]), its glob filter, and the default
-//! walk every backend gets: one `read_directory` per directory.
+//! The walk's options and result ([`WalkOptions`], [`Walk`]) and its glob filter. The default
+//! walk every backend gets (one `read_directory` per directory) is built on them in
+//! `file_system/defaults.rs`.
 
-use crate::AbsolutePathBuf;
 use crate::error;
-use crate::file_system::{ExecutorFileSystem, FileSystemResult};
 
 /// The deepest [`WalkOptions::max_depth`] a walk honours; deeper requests are clamped to it.
 pub const WALK_DEPTH_LIMIT: usize = 256;
@@ -15,7 +14,7 @@ pub const WALK_ENTRY_LIMIT: usize = 1_000_000;
 /// stops there, truncated, so that what it returns stays bounded in memory.
 pub const WALK_BYTES_LIMIT: usize = 64 << 20;
 
-/// Options of [`ExecutorFileSystem::walk`].
+/// Options of [`ExecutorFileSystem::walk`](crate::ExecutorFileSystem::walk).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WalkOptions {
     /// Levels of directories listed: 1 lists only the start directory's own entries. At most
@@ -83,9 +82,10 @@ pub struct WalkError {
     pub message: String,
 }
 
-/// What [`ExecutorFileSystem::walk`] returns: entries in depth-first pre-order (a directory
-/// before its contents, each directory's entries in readdir order). The walk is complete only
-/// when [`is_complete`](Self::is_complete): not truncated and without errors.
+/// What [`ExecutorFileSystem::walk`](crate::ExecutorFileSystem::walk) returns: entries in
+/// depth-first pre-order (a directory before its contents, each directory's entries in readdir
+/// order). The walk is complete only when [`is_complete`](Self::is_complete): not truncated and
+/// without errors.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Walk {
     /// The entries found.
@@ -179,69 +179,4 @@ pub(crate) fn walk_child(prefix: &str, name: &str) -> String {
     } else {
         format!("{prefix}/{name}")
     }
-}
-
-/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed and one
-/// `get_metadata` per file when sizes are asked for.
-pub(crate) async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
-    fs: &F,
-    path: &AbsolutePathBuf,
-    options: &WalkOptions,
-) -> FileSystemResult<Walk> {
-    let filter = WalkFilter::new(options)?;
-    let (max_depth, max_entries) = options.bounds();
-    let mut walk = Walk::default();
-    if max_depth == 0 {
-        walk.truncated = true;
-        return Ok(walk);
-    }
-    let mut bytes = 0;
-    // One level per directory being listed: its path, its relative path, its depth (1 for the
-    // start) and the entries not yet visited.
-    let first = fs.read_directory(path).await?;
-    let mut stack = vec![(path.clone(), String::new(), 1usize, first.into_iter())];
-    while let Some((dir, prefix, depth, entries)) = stack.last_mut() {
-        let Some(entry) = entries.next() else {
-            stack.pop();
-            continue;
-        };
-        if entry.lossy_name {
-            walk.non_utf8_names_omitted += 1;
-            continue;
-        }
-        let rel = walk_child(prefix, &entry.file_name);
-        if filter.excludes(&rel) {
-            continue;
-        }
-        let child = dir.join(&entry.file_name)?;
-        let depth = *depth;
-        if filter.selects(&rel) {
-            let size = if options.sizes && entry.is_file {
-                fs.get_metadata(&child).await.map_or(0, |m| m.size)
-            } else {
-                0
-            };
-            let found = WalkEntry {
-                path: rel.clone(),
-                is_directory: entry.is_directory,
-                is_file: entry.is_file,
-                is_symlink: entry.is_symlink,
-                size,
-            };
-            if !walk.push(found, max_entries, &mut bytes) {
-                break;
-            }
-        }
-        if entry.is_directory && !entry.is_symlink {
-            if depth == max_depth {
-                walk.truncated = true;
-                continue;
-            }
-            match fs.read_directory(&child).await {
-                Ok(list) => stack.push((child, rel, depth + 1, list.into_iter())),
-                Err(e) => walk.failed(&rel, &e),
-            }
-        }
-    }
-    Ok(walk)
 }

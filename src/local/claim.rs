@@ -14,9 +14,9 @@ use std::io;
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 
-use super::walk;
-use crate::AbsolutePathBuf;
+use super::handles;
 use crate::error;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Sandbox};
 
 /// An entry of `parent` moved to a private name and checked not to be, or hold, a sandbox root.
@@ -44,7 +44,7 @@ pub(crate) fn identify(dir: &Dir, name: &OsStr) -> io::Result<(FileId, FileType)
 /// True when the entry `name` of `dir` is a directory that is a sandbox root or holds one.
 pub(crate) fn is_protected(sandbox: &Sandbox, dir: &Dir, name: &OsStr) -> io::Result<bool> {
     match identify(dir, name) {
-        Ok((id, FileType::Directory)) => walk::is_or_holds_a_root(sandbox, id),
+        Ok((id, FileType::Directory)) => handles::is_or_holds_a_root(sandbox, id),
         Ok(_) => Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
@@ -64,7 +64,7 @@ pub(crate) fn claim<'a>(
     if is_protected(sandbox, parent, name).map_err(|e| error::with_path(path, e))? {
         return Err(error::root_protected(path));
     }
-    let private = walk::temporary_name("claim");
+    let private = handles::temporary_name("claim");
     rustix::fs::renameat_with(parent, name, parent, &private, RenameFlags::NOREPLACE)
         .map_err(|e| error::with_path(path, e.into()))?;
     let mut claim = Claim {
@@ -80,7 +80,7 @@ pub(crate) fn claim<'a>(
     claim.id = id;
     claim.is_dir = file_type == FileType::Directory;
     if claim.is_dir
-        && walk::is_or_holds_a_root(sandbox, id).map_err(|e| error::with_path(path, e))?
+        && handles::is_or_holds_a_root(sandbox, id).map_err(|e| error::with_path(path, e))?
     {
         return Err(error::root_protected(path));
     }

@@ -9,13 +9,14 @@ use std::path::Path;
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, Metadata, MetadataExt};
 
+use super::handles::{self, dir_id};
 use super::read::nonblocking_read_options;
-use super::walk::{self, dir_id};
 use super::write::{WriteTarget, replace_file};
 use super::{COPY_DEPTH_LIMIT, Inner, contents, resolve};
 use crate::error::{self, with_path};
+use crate::file_system::CopyOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Resolved, Sandbox};
-use crate::{AbsolutePathBuf, CopyOptions};
 
 pub(crate) fn copy(
     fs: &Inner,
@@ -42,14 +43,14 @@ pub(crate) fn copy(
         if dst.is_root() {
             return Err(error::root_protected(destination));
         }
-        let (parent_rel, name) = walk::split(&src.rel);
-        let text = walk::open_parent(src.root, parent_rel)
+        let (parent_rel, name) = handles::split(&src.rel);
+        let text = handles::open_parent(src.root, parent_rel)
             .and_then(|parent| parent.read_link_contents(name))
             .map_err(|e| with_path(source, e))?;
-        let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
-        let dst_parent =
-            walk::open_parent(dst.root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
-        walk::require_writable_dir(&fs.sandbox, dst.root, &dst_parent, destination)?;
+        let (dst_parent_rel, dst_name) = handles::split(&dst.rel);
+        let dst_parent = handles::open_parent(dst.root, dst_parent_rel)
+            .map_err(|e| with_path(destination, e))?;
+        handles::require_writable_dir(&fs.sandbox, dst.root, &dst_parent, destination)?;
         place_symlink(&dst_parent, dst_name, &text).map_err(|e| with_path(destination, e))
     } else if metadata.is_file() {
         copy_file(&fs.sandbox, &src, source, &dst, destination)
@@ -101,7 +102,7 @@ fn copy_file(
         ));
     };
     let target = WriteTarget::resolve(dst, destination)?;
-    walk::require_writable_dir(sandbox, dst.root, &target.parent, destination)?;
+    handles::require_writable_dir(sandbox, dst.root, &target.parent, destination)?;
     target.existing_file_permissions(destination)?;
     if let Some(existing) = &target.existing
         && FileId::of(existing) == FileId::of(&source_metadata)
@@ -144,7 +145,7 @@ fn place_symlink(parent: &Dir, name: &OsStr, text: &Path) -> io::Result<()> {
             if parent.symlink_metadata(name)?.is_dir() {
                 return Err(io::Error::from(ErrorKind::IsADirectory));
             }
-            let temp = walk::temporary_name("link");
+            let temp = handles::temporary_name("link");
             parent.symlink_contents(text, &temp)?;
             parent.rename(&temp, parent, name).inspect_err(|_| {
                 let _ = parent.remove_file(&temp);
@@ -187,15 +188,15 @@ fn copy_tree(
 
     let mut dst_dir = if dst.is_root() {
         let root = dst.root.dir().try_clone().map_err(dst_err)?;
-        if walk::dir_or_ancestor_is(&root, src_id).map_err(dst_err)? {
+        if handles::dir_or_ancestor_is(&root, src_id).map_err(dst_err)? {
             return Err(into_itself());
         }
         root
     } else {
-        let (parent_rel, name) = walk::split(&dst.rel);
-        let parent = walk::open_parent(dst.root, parent_rel).map_err(dst_err)?;
-        walk::require_writable_dir(sandbox, dst.root, &parent, destination)?;
-        if walk::dir_or_ancestor_is(&parent, src_id).map_err(dst_err)? {
+        let (parent_rel, name) = handles::split(&dst.rel);
+        let parent = handles::open_parent(dst.root, parent_rel).map_err(dst_err)?;
+        handles::require_writable_dir(sandbox, dst.root, &parent, destination)?;
+        if handles::dir_or_ancestor_is(&parent, src_id).map_err(dst_err)? {
             return Err(into_itself());
         }
         match parent.symlink_metadata(name) {
@@ -236,7 +237,7 @@ fn copy_tree(
             let child = match src_dir.open_dir_nofollow(&name) {
                 Ok(child) => child,
                 // Gone, or no longer a directory: nothing to copy as a directory.
-                Err(e) if e.kind() == ErrorKind::NotFound || walk::is_not_a_directory(&e) => {
+                Err(e) if e.kind() == ErrorKind::NotFound || handles::is_not_a_directory(&e) => {
                     continue;
                 }
                 Err(e) => return Err(src_err(e)),
@@ -275,10 +276,10 @@ fn copy_tree(
         let Some(up) = stack.last() else {
             return Ok(());
         };
-        src_dir = walk::open_parent_verified(&src_dir, up.src_id)
+        src_dir = handles::open_parent_verified(&src_dir, up.src_id)
             .map_err(src_err)?
             .ok_or_else(|| error::moved_during_walk(source))?;
-        dst_dir = walk::open_parent_verified(&dst_dir, up.dst_id)
+        dst_dir = handles::open_parent_verified(&dst_dir, up.dst_id)
             .map_err(dst_err)?
             .ok_or_else(|| error::moved_during_walk(destination))?;
     }
@@ -318,7 +319,7 @@ fn copy_entries(
             let (file, metadata) = match open_source(src_dir, Path::new(&name)) {
                 Ok(Some(opened)) => opened,
                 Ok(None) => continue,
-                Err(e) if e.kind() == ErrorKind::NotFound || walk::is_not_a_directory(&e) => {
+                Err(e) if e.kind() == ErrorKind::NotFound || handles::is_not_a_directory(&e) => {
                     continue;
                 }
                 Err(e) => return Err(src_err(e)),

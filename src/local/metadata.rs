@@ -11,10 +11,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
-use super::{Inner, resolve, walk};
+use super::{Inner, handles, resolve};
 use crate::error::with_path;
+use crate::file_system::{CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::Root;
-use crate::{AbsolutePathBuf, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 
 pub(crate) fn create_directory(
     fs: &Inner,
@@ -36,12 +37,12 @@ pub(crate) fn create_directory(
     // Every directory is created through a handle on its parent, checked first: a read-only root
     // nested in this one may be reached through a symlink.
     let writable_parent = |rel: &Path| -> io::Result<Dir> {
-        let parent = walk::open_parent(resolved.root, rel).map_err(|e| with_path(path, e))?;
-        walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
+        let parent = handles::open_parent(resolved.root, rel).map_err(|e| with_path(path, e))?;
+        handles::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
         Ok(parent)
     };
     if !options.recursive {
-        let (parent_rel, name) = walk::split(&resolved.rel);
+        let (parent_rel, name) = handles::split(&resolved.rel);
         return writable_parent(parent_rel)?
             .create_dir(name)
             .map_err(|e| with_path(path, e));
@@ -219,8 +220,8 @@ pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBu
             io::Error::from(io::ErrorKind::InvalidInput),
         ));
     }
-    let (parent_rel, name) = walk::split(&resolved.rel);
-    let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
+    let (parent_rel, name) = handles::split(&resolved.rel);
+    let parent = handles::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
     parent
         .read_link_contents(name)
         .map_err(|e| with_path(path, e))
@@ -235,9 +236,9 @@ pub(crate) fn create_symlink(fs: &Inner, path: &AbsolutePathBuf, target: &Path) 
             io::Error::from(io::ErrorKind::AlreadyExists),
         ));
     }
-    let (parent_rel, name) = walk::split(&resolved.rel);
-    let parent = walk::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
-    walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
+    let (parent_rel, name) = handles::split(&resolved.rel);
+    let parent = handles::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
+    handles::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
     parent
         .symlink_contents(target, name)
         .map_err(|e| with_path(path, e))

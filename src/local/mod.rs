@@ -23,6 +23,7 @@
 mod claim;
 mod contents;
 mod copy;
+mod handles;
 mod metadata;
 mod narrow;
 mod range;
@@ -32,7 +33,6 @@ mod rename;
 mod resolve;
 mod stage;
 mod tree;
-mod walk;
 mod write;
 
 use std::io;
@@ -43,13 +43,16 @@ use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::error::{check_stream_size, stream_too_long, with_path};
-use crate::{
-    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox, Walk, WalkOptions,
-    WriteOptions,
+pub(crate) use crate::file_system::range_by_streaming;
+use crate::file_system::{
+    CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
+    Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
 };
-pub use narrow::{Narrowed, Narrowing};
-pub(crate) use range::range_by_streaming;
+use crate::path::AbsolutePathBuf;
+use crate::roots::RootDescription;
+use crate::sandbox::Sandbox;
+use crate::walk::{Walk, WalkOptions};
+pub use narrow::Narrowing;
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
@@ -192,17 +195,14 @@ impl ExecutorFileSystem for LocalFileSystem {
             .await
     }
 
-    async fn narrowed(
-        &self,
-        dirs: &[crate::protocol::RootDescription],
-    ) -> FileSystemResult<Narrowed> {
+    async fn narrowed(&self, dirs: &[RootDescription]) -> FileSystemResult<Narrowed> {
         narrow::narrowed(self, dirs).await
     }
 
-    fn served_roots(&self) -> Vec<crate::protocol::RootDescription> {
+    fn served_roots(&self) -> Vec<RootDescription> {
         let roots = self.inner.sandbox.roots().iter();
         roots
-            .map(|root| crate::protocol::RootDescription {
+            .map(|root| RootDescription {
                 path: root.path().clone(),
                 access: root.access().into(),
             })

@@ -6,28 +6,10 @@ use std::io;
 use std::path::PathBuf;
 
 use super::resolve;
-use crate::AbsolutePathBuf;
-use crate::protocol::{RootAccess, RootDescription};
+use crate::file_system::Narrowed;
+use crate::path::AbsolutePathBuf;
+use crate::roots::{RootAccess, RootDescription};
 use crate::sandbox::{Access, Root, Sandbox};
-
-/// What [`ExecutorFileSystem::narrowed`](crate::ExecutorFileSystem::narrowed) returns.
-#[non_exhaustive]
-pub struct Narrowed {
-    /// The file system serving the directories that could be opened, and nothing else.
-    pub fs: std::sync::Arc<dyn crate::ExecutorFileSystem>,
-    /// For each directory asked for, in order: the root that now serves it (its path, which
-    /// may differ from the one asked for when that one went through a symlink, and its access),
-    /// or why it could not be used.
-    pub roots: Vec<io::Result<RootDescription>>,
-}
-
-impl std::fmt::Debug for Narrowed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Narrowed")
-            .field("roots", &self.roots)
-            .finish_non_exhaustive()
-    }
-}
 
 /// What [`Sandbox::narrowed`] made of the directories it was asked for.
 #[derive(Debug)]

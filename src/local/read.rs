@@ -6,8 +6,8 @@ use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use rustix::fs::OFlags;
 
 use super::{Inner, resolve};
-use crate::AbsolutePathBuf;
 use crate::error::{self, with_path};
+use crate::path::AbsolutePathBuf;
 
 /// Options that open anything without blocking (a FIFO with no writer, a terminal) and without
 /// making it the controlling terminal; the type is checked on the handle afterwards.

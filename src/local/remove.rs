@@ -8,11 +8,12 @@ use cap_std::fs::Dir;
 use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
-use super::walk::{self, dir_id};
+use super::handles::{self, dir_id};
 use super::{Inner, claim};
 use crate::error::{self, with_path};
+use crate::file_system::RemoveOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Sandbox};
-use crate::{AbsolutePathBuf, RemoveOptions};
 
 pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions) -> io::Result<()> {
     let resolved = fs.sandbox.resolve(path)?;
@@ -27,12 +28,12 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
             Err(with_path(path, e))
         }
     };
-    let (parent_rel, name) = walk::split(&resolved.rel);
-    let parent = match walk::open_parent(resolved.root, parent_rel) {
+    let (parent_rel, name) = handles::split(&resolved.rel);
+    let parent = match handles::open_parent(resolved.root, parent_rel) {
         Ok(parent) => parent,
         Err(e) => return not_found(e),
     };
-    walk::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
+    handles::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
     // A root is a directory, and unlinking without AT_REMOVEDIR never removes one: files and
     // links go by name directly. Only a directory needs a claim first.
     match rustix::fs::unlinkat(&parent, name, AtFlags::empty()) {
@@ -113,7 +114,7 @@ fn clear_tree(
         let Some(up) = stack.last() else {
             return Ok(());
         };
-        current = walk::open_parent_verified(&current, up.id)
+        current = handles::open_parent_verified(&current, up.id)
             .map_err(err)?
             .ok_or_else(|| error::moved_during_walk(path))?;
         // Removed by name: the name must still hold the directory just emptied (not a root
@@ -145,7 +146,7 @@ fn enter(
             Ok(Some((child, id)))
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) if walk::is_not_a_directory(&e) => {
+        Err(e) if handles::is_not_a_directory(&e) => {
             ignore_not_found(dir.remove_file(name)).map_err(|e| with_path(path, e))?;
             Ok(None)
         }

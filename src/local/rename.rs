@@ -13,10 +13,11 @@ use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 
 use super::claim::{self, Claim};
-use super::{Inner, walk};
+use super::{Inner, handles};
 use crate::error::{self, with_path};
+use crate::file_system::RenameOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::Sandbox;
-use crate::{AbsolutePathBuf, RenameOptions};
 
 /// How often an overwriting rename retries when the destination appears or vanishes between
 /// its steps.
@@ -44,13 +45,14 @@ pub(crate) fn rename(
         ));
     }
     let root = src.root;
-    let (src_parent_rel, src_name) = walk::split(&src.rel);
-    let (dst_parent_rel, dst_name) = walk::split(&dst.rel);
-    let src_parent = walk::open_parent(root, src_parent_rel).map_err(|e| with_path(source, e))?;
+    let (src_parent_rel, src_name) = handles::split(&src.rel);
+    let (dst_parent_rel, dst_name) = handles::split(&dst.rel);
+    let src_parent =
+        handles::open_parent(root, src_parent_rel).map_err(|e| with_path(source, e))?;
     let dst_parent =
-        walk::open_parent(root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
+        handles::open_parent(root, dst_parent_rel).map_err(|e| with_path(destination, e))?;
     for (parent, path) in [(&src_parent, source), (&dst_parent, destination)] {
-        walk::require_writable_dir(&fs.sandbox, root, parent, path)?;
+        handles::require_writable_dir(&fs.sandbox, root, parent, path)?;
     }
     // The usual refusal of an existing destination, before the source is touched.
     if !options.overwrite && claim::identify(&dst_parent, dst_name).is_ok() {

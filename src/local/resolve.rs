@@ -12,8 +12,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use crate::AbsolutePathBuf;
 use crate::error;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::Root;
 
 /// The most symlinks followed while resolving one path (the kernel's own limit).

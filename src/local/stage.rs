@@ -19,7 +19,7 @@ use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::WriteOptions;
+use crate::file_system::WriteOptions;
 
 /// Permission bits a write may give a file: setuid, setgid and sticky never come through.
 const PERMISSION_BITS: u32 = 0o777;

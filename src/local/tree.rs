@@ -10,11 +10,12 @@ use std::io;
 use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
 
-use super::{Inner, resolve, walk};
+use super::{Inner, handles, resolve};
 use crate::error::{self, with_path};
-use crate::file_system::{WalkFilter, walk_child};
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::FileId;
-use crate::{AbsolutePathBuf, Walk, WalkEntry, WalkOptions};
+use crate::walk::{Walk, WalkEntry, WalkOptions};
+use crate::walk::{WalkFilter, walk_child};
 
 /// One directory entry as read: its name and its own type.
 struct Listed {
@@ -80,7 +81,7 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
     let first = list(&current, options.sizes).map_err(err)?;
     let mut bytes = 0;
     let mut stack = vec![Level {
-        id: walk::dir_id(&current).map_err(err)?,
+        id: handles::dir_id(&current).map_err(err)?,
         prefix: String::new(),
         depth: 1,
         entries: first.into_iter(),
@@ -93,7 +94,7 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
             };
             // Back to the parent through `..`: it must be the directory the walk came down
             // from, or the walk would go on somewhere else.
-            match walk::open_parent_verified(&current, up.id) {
+            match handles::open_parent_verified(&current, up.id) {
                 Ok(Some(parent)) => current = parent,
                 Ok(None) => {
                     walk.failed(&up.prefix, &error::moved_during_walk(path));
@@ -140,7 +141,7 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
         // Never through a symlink: a name swapped for a link since readdir fails to open, as
         // does a directory removed or unreadable since; each is reported.
         let entered = current.open_dir_nofollow(&entry.name).and_then(|child| {
-            let id = walk::dir_id(&child)?;
+            let id = handles::dir_id(&child)?;
             let listed = list(&child, options.sizes)?;
             Ok((child, id, listed))
         });

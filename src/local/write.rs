@@ -10,13 +10,14 @@ use std::os::unix::fs::PermissionsExt as _;
 use cap_std::fs::{Dir, File, Metadata, Permissions, PermissionsExt};
 use cap_tempfile::TempFile;
 
+use super::handles;
 use super::resolve::{MAX_SYMLINK_HOPS, symlink_loop};
 use super::stage::{StagedFile, link_as_new};
-use super::walk;
 use super::{Inner, resolve};
 use crate::error::{self, with_path};
+use crate::file_system::WriteOptions;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{Resolved, Root};
-use crate::{AbsolutePathBuf, WriteOptions};
 
 /// The permission bits a written or copied file may get: read, write and execute only.
 const PLAIN_MODE_BITS: u32 = 0o777;
@@ -33,7 +34,7 @@ pub(crate) fn stage(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<StagedFile
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
-    walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
+    handles::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
     let keep_mode = target
         .existing_file_permissions(path)?
         .map(|p| cap_std::fs::PermissionsExt::mode(&p));
@@ -69,7 +70,7 @@ fn write_with(
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     let target = WriteTarget::resolve(&resolved, path)?;
-    walk::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
+    handles::require_writable_dir(&fs.sandbox, resolved.root, &target.parent, path)?;
     let mut permissions = target.existing_file_permissions(path)?;
     if let Some(mode) = options.mode {
         // replace_file drops setuid, setgid and sticky, whatever the client asks.
@@ -108,8 +109,8 @@ impl WriteTarget {
         let root: &Root = resolved.root;
         let mut rel = resolved.rel.clone();
         for _ in 0..=MAX_SYMLINK_HOPS {
-            let (parent_rel, name) = walk::split(&rel);
-            let parent = walk::open_parent(root, parent_rel).map_err(|e| with_path(path, e))?;
+            let (parent_rel, name) = handles::split(&rel);
+            let parent = handles::open_parent(root, parent_rel).map_err(|e| with_path(path, e))?;
             let existing = match parent.symlink_metadata(name) {
                 Ok(metadata) => Some(metadata),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -128,7 +129,7 @@ impl WriteTarget {
                     };
                     let text =
                         absolute_text_under_root(root, &text).ok_or_else(|| error::escape(path))?;
-                    rel = match walk::join_link_target(&link_dir, &text) {
+                    rel = match handles::join_link_target(&link_dir, &text) {
                         Some(next) if !next.as_os_str().is_empty() => next,
                         Some(_) => return Err(error::is_a_directory(path)),
                         None => return Err(error::escape(path)),

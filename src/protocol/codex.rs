@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
 
 /// `environment/info`: the environment's description (also sent in the `initialize` result).
 pub const ENVIRONMENT_INFO_METHOD: &str = "environment/info";

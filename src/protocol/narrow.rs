@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::RootDescription;
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
 
 /// Params of [`CAPFS_NARROW_ROOTS_METHOD`](super::CAPFS_NARROW_ROOTS_METHOD): the directories the connection keeps, each inside
 /// one of its roots.

@@ -13,7 +13,7 @@ use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, percent_encode};
 use serde_json::Value;
 
 use super::{ErrorObject, INVALID_PARAMS};
-use crate::AbsolutePathBuf;
+use crate::path::AbsolutePathBuf;
 
 /// How a request spelled its paths, and so how its answer spells them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

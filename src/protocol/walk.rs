@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::is_zero;
-use crate::{AbsolutePathBuf, Walk, WalkEntry, WalkError, WalkOptions};
+use super::file_params::is_zero;
+use crate::path::AbsolutePathBuf;
+use crate::walk::{Walk, WalkEntry, WalkError, WalkOptions};
 
 /// Params of [`CAPFS_WALK_METHOD`](super::CAPFS_WALK_METHOD); absent members take [`WalkOptions`]' defaults.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

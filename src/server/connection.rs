@@ -28,7 +28,7 @@ use super::session::{FsCall, Session, Step};
 use super::sessions::Sessions;
 use super::stall::WriterClock;
 use super::stream::{self, StreamContext};
-use super::work::{Permits, Work};
+use super::work::{RequestSlots, Work};
 use crate::ExecutorFileSystem;
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
@@ -334,13 +334,13 @@ impl Connection {
                 return;
             };
             let ctx = self.stream_context(out);
-            let permits = Permits::new(in_flight, admitted);
+            let slots = RequestSlots::new(in_flight, admitted);
             if let Err(error) = stream::start_write(
                 ctx,
                 &mut self.uploads,
                 id.clone(),
                 params,
-                permits,
+                slots,
                 log.clone(),
             ) {
                 self.answer(out, log, id, Err(error)).await;
@@ -363,7 +363,7 @@ impl Connection {
                 let Ok(in_flight) = in_flight.acquire_owned().await else {
                     return;
                 };
-                stream::start_read(ctx, id, params, Permits::new(in_flight, admitted), log);
+                stream::start_read(ctx, id, params, RequestSlots::new(in_flight, admitted), log);
             });
             return;
         }

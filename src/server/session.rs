@@ -1,7 +1,7 @@
 //! One connection's protocol state without the socket: decode a message, apply the handshake
-//! rules, and say what to answer. The transport (`mod.rs`) calls [`Session::receive`] for every
-//! incoming message and runs fs calls concurrently; [`Session::handle`] runs the same steps
-//! inline, for callers (tests, fuzzers) that have bytes but no socket.
+//! rules, and say what to answer. The connection (`connection.rs`) calls [`Session::receive`]
+//! for every incoming message and runs fs calls concurrently; [`Session::handle`] runs the same
+//! steps inline, for callers (tests, fuzzers) that have bytes but no socket.
 
 use std::sync::Arc;
 

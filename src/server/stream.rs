@@ -40,7 +40,7 @@ use super::frames::FrameWriter;
 use super::handler::{Payload, invalid_input, parse};
 use super::outgoing::{Outgoing, SpanQueue};
 use super::reply;
-use super::work::{Permits, StreamWork, Work};
+use super::work::{RequestSlots, StreamWork, Work};
 use crate::error::{stream_aborted, stream_idle, too_large};
 use crate::protocol::{
     ErrorObject, INVALID_PARAMS, ReadStreamParams, RequestId, StreamResponse, WriteStreamParams,
@@ -112,7 +112,7 @@ pub(crate) fn start_read(
     ctx: StreamContext,
     id: RequestId,
     raw_params: Option<Value>,
-    in_flight: Permits,
+    in_flight: RequestSlots,
     log: RequestLog,
 ) {
     tokio::spawn(async move {
@@ -204,7 +204,7 @@ pub(crate) fn start_write(
     uploads: &mut HashMap<u64, Upload>,
     id: RequestId,
     raw_params: Option<Value>,
-    in_flight: Permits,
+    in_flight: RequestSlots,
     log: RequestLog,
 ) -> Result<(), ErrorObject> {
     let p: WriteStreamParams = parse(raw_params)?;

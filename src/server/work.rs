@@ -90,12 +90,12 @@ impl StreamWork {
 }
 
 /// The slots a streamed transfer holds until its reply is queued.
-pub(crate) struct Permits {
+pub(crate) struct RequestSlots {
     _in_flight: OwnedSemaphorePermit,
     _admitted: OwnedSemaphorePermit,
 }
 
-impl Permits {
+impl RequestSlots {
     pub(crate) fn new(in_flight: OwnedSemaphorePermit, admitted: OwnedSemaphorePermit) -> Self {
         Self {
             _in_flight: in_flight,

@@ -7,6 +7,7 @@
 //! - `root_races`: attacker threads exchanging names with sandbox roots while capfs renames and
 //!   removes beside them;
 //! - `copies`: what writes and copies hand out (no setuid, holes kept, identical contents);
+//! - `denials`: the reason each refusal of the sandbox carries, and OS errors that keep their errno;
 //! - `stat_paths`: special files looked at without being opened, links followed by `mkdir -p`,
 //!   escape messages, local-disk roots;
 //! - `cap_std_gaps`: the known gaps of cap-std that capfs covers itself;
@@ -53,6 +54,7 @@ mod codex_handles;
 mod codex_protocol;
 mod codex_races;
 mod copies;
+mod denials;
 mod faults;
 mod fuzz_regressions;
 mod hostile;

@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 import { CAPFS, call, capfsLocal, capfsThroughCommand, capfsThroughServer, connect, startServer, tempDir } from "./lib.mjs";
 
 const MiB = 1024 * 1024;
-const LIMIT = 8 * MiB; // capfs mcp's largest reply line (README, "Use from an MCP client")
+const LIMIT = 8 * MiB; // capfs mcp's largest reply line (docs/mcp.md)
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 /** The bytes of the reply line that carried `result`, as the server wrote it (JSON.stringify

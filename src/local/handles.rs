@@ -11,8 +11,8 @@ use cap_std::fs::Dir;
 use rustix::fs::{Mode, OFlags};
 
 use super::resolve;
-use crate::AbsolutePathBuf;
 use crate::error;
+use crate::path::AbsolutePathBuf;
 use crate::sandbox::{FileId, Root, Sandbox};
 
 /// How many ancestors an identity check climbs before giving up.

@@ -1,0 +1,111 @@
+//! The capfs servers the sections measure: the binary on port 0 and an in-process server on a
+//! work-stealing runtime.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capfs::{
+    Access, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem, RemoteOptions, Sandbox,
+};
+
+use crate::measure::multi_thread;
+
+/// A running `capfs serve` over `root`, killed when dropped.
+pub(crate) struct Server {
+    pub(crate) child: std::process::Child,
+    pub(crate) url: String,
+}
+
+impl Server {
+    pub(crate) fn start(root: &Path) -> Self {
+        Self::start_with_args(root, &[])
+    }
+
+    /// Starts a server with extra arguments.
+    pub(crate) fn start_with_args(root: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capfs"))
+            .arg("serve")
+            .arg("--root")
+            .arg(root)
+            .args(args)
+            .env("RUST_LOG", "capfs=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn capfs serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("read URL");
+        Self {
+            child,
+            url: line.trim().to_string(),
+        }
+    }
+
+    /// A field of the server's `/proc/PID/status` in KiB (`VmRSS:` now, `VmHWM:` its peak).
+    pub(crate) fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Server {
+    /// User + system CPU time the server has used so far (`/proc/PID/stat` counts in the
+    /// kernel's USER_HZ, 100 a second on Linux).
+    pub(crate) fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        Duration::from_millis(fields.iter().sum::<u64>() * 10)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) const WORK_STEALING: &str = "work-stealing runtime (in process)";
+
+/// A capfs server over `root` on a multi_thread runtime of its own thread, in this process:
+/// connections on the caller's runtime (`connection_threads` 0), as a library user may run it.
+/// Returns its URL; it lives as long as the process.
+pub(crate) fn work_stealing_server(root: &Path) -> String {
+    let sandbox = Sandbox::new().with_root(root, Access::ReadWrite).unwrap();
+    let fs: Arc<dyn ExecutorFileSystem> = Arc::new(LocalFileSystem::new(sandbox));
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        multi_thread().block_on(async move {
+            let config = capfs::server::ServerConfig::default();
+            let server = capfs::server::Server::bind(fs, config).await.unwrap();
+            url_tx.send(server.url().to_string()).unwrap();
+            server.run_until(std::future::pending()).await.unwrap();
+        });
+    });
+    url_rx.recv().unwrap()
+}
+
+pub(crate) async fn remote(url: &str) -> RemoteFileSystem {
+    RemoteFileSystem::connect(url, RemoteOptions::default())
+        .await
+        .expect("connect")
+}

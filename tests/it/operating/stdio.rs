@@ -1,0 +1,261 @@
+//! The stdio transport and `--remote-command`.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_serves_every_method_with_data_frames() {
+    let (_dir, ws) = workspace();
+    let fs = RemoteFileSystem::connect_command(&stdio_command(&ws), RemoteOptions::default())
+        .await
+        .unwrap();
+    assert!(fs.supports_data_frames());
+    let p = |name: &str| abs(&ws.join(name));
+
+    fs.create_directory(&p("d"), Default::default())
+        .await
+        .unwrap();
+    fs.write_file(&p("d/small.txt"), b"hello".to_vec())
+        .await
+        .unwrap();
+    // Large enough for data frames (several 256 KiB chunks) both ways.
+    let big = pattern(3, 3 * 1024 * 1024 + 17);
+    fs.write_file(&p("d/big.bin"), big.clone()).await.unwrap();
+    assert_eq!(std::fs::read(ws.join("d/big.bin")).unwrap(), big);
+    assert_eq!(fs.read_file(&p("d/big.bin")).await.unwrap(), big);
+    assert_eq!(fs.read_file(&p("d/small.txt")).await.unwrap(), b"hello");
+    assert_eq!(
+        fs.get_metadata(&p("d/big.bin")).await.unwrap().size,
+        big.len() as u64
+    );
+    fs.copy(&p("d"), &p("e"), CopyOptions { recursive: true })
+        .await
+        .unwrap();
+    fs.rename(
+        &p("e/small.txt"),
+        &p("e/renamed.txt"),
+        RenameOptions::default(),
+    )
+    .await
+    .unwrap();
+    let mut names: Vec<String> = fs
+        .read_directory(&p("e"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.file_name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["big.bin", "renamed.txt"]);
+    fs.remove(&p("e"), RemoveOptions::default()).await.unwrap();
+    assert!(!ws.join("e").exists());
+
+    let escape = fs
+        .read_file(&AbsolutePathBuf::new("/etc/passwd").unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(escape.kind(), ErrorKind::PermissionDenied, "{escape}");
+    let missing = fs.read_file(&p("missing")).await.unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+}
+
+#[tokio::test]
+async fn a_command_that_is_not_a_server_fails_to_connect() {
+    let err = RemoteFileSystem::connect_command("exit 3", RemoteOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BrokenPipe, "{err}");
+    assert!(err.to_string().contains("`exit 3`"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_child_dying_mid_call_fails_every_pending_call_promptly() {
+    let (dir, ws) = workspace();
+    let pid_file = dir.path().join("pid");
+    // `exec` keeps the shell's pid, so the pid written is the server's.
+    let command = format!("echo $$ > '{}'; {}", pid_file.display(), stdio_command(&ws));
+    let fs = Arc::new(
+        RemoteFileSystem::connect_command(&command, RemoteOptions::default())
+            .await
+            .unwrap(),
+    );
+    let root = abs(&ws);
+    let (first_write_tx, mut first_write) = tokio::sync::mpsc::unbounded_channel();
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        let fs = Arc::clone(&fs);
+        let path = root.join(format!("f{i}")).unwrap();
+        let done = first_write_tx.clone();
+        calls.push(tokio::spawn(async move {
+            loop {
+                // Alternate streamed and single-message writes.
+                let size = if i % 2 == 0 { 1 << 20 } else { 1000 };
+                match fs.write_file(&path, vec![i as u8; size]).await {
+                    Ok(()) => {
+                        let _ = done.send(());
+                    }
+                    Err(e) => return e,
+                }
+            }
+        }));
+    }
+    tokio::time::timeout(WAIT, first_write.recv())
+        .await
+        .expect("a write completed in time");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let killed = Instant::now();
+    for call in calls {
+        let err = tokio::time::timeout(Duration::from_secs(1), call)
+            .await
+            .expect("a pending call failed within a second of the kill")
+            .unwrap();
+        assert_eq!(err.kind(), ErrorKind::BrokenPipe, "{err}");
+    }
+    assert!(killed.elapsed() < Duration::from_secs(1));
+    let err = fs.get_metadata(&root).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BrokenPipe);
+    assert!(fs.is_closed());
+}
+
+/// A WebSocket endpoint that only sends, onto a child's stdin; dropping it closes the stdin.
+type Sender = WebSocketStream<tokio::io::Join<tokio::io::Empty, tokio::process::ChildStdin>>;
+
+/// A WebSocket endpoint that only receives, from a child's stdout.
+type Receiver = WebSocketStream<tokio::io::Join<tokio::process::ChildStdout, tokio::io::Sink>>;
+
+async fn send_json(sender: &mut Sender, value: Value) {
+    sender
+        .send(WsMessage::text(value.to_string()))
+        .await
+        .unwrap();
+}
+
+async fn next_json(receiver: &mut Receiver) -> Option<Value> {
+    loop {
+        let frame = tokio::time::timeout(WAIT, receiver.next())
+            .await
+            .expect("the server answered in time")?;
+        match frame.ok()? {
+            WsMessage::Text(text) => return Some(serde_json::from_str(&text).unwrap()),
+            WsMessage::Close(_) => return None,
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero() {
+    let (_dir, ws) = workspace();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "stdio", "--root"])
+        .arg(&ws)
+        .env("RUST_LOG", "capfs=warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = tokio::io::join(tokio::io::empty(), child.stdin.take().unwrap());
+    let stdout = tokio::io::join(child.stdout.take().unwrap(), tokio::io::sink());
+    let mut sender = WebSocketStream::from_raw_socket(stdin, Role::Client, None).await;
+    let mut receiver = WebSocketStream::from_raw_socket(stdout, Role::Client, None).await;
+
+    send_json(
+        &mut sender,
+        json!({"id": 1, "method": "initialize", "params": {"clientName": "t"}}),
+    )
+    .await;
+    let reply = next_json(&mut receiver).await.unwrap();
+    assert_eq!(
+        reply["result"]["capfs"]["dataFrames"],
+        json!(true),
+        "{reply}"
+    );
+    send_json(&mut sender, json!({"method": "initialized"})).await;
+    let file = ws.join("big.bin");
+    let data = pattern(9, 8 << 20);
+    send_json(
+        &mut sender,
+        json!({"id": 2, "method": "fs/writeFile",
+               "params": {"path": file, "dataBase64": STANDARD.encode(&data)}}),
+    )
+    .await;
+    send_json(
+        &mut sender,
+        json!({"id": 3, "method": "fs/getMetadata", "params": {"path": ws}}),
+    )
+    .await;
+    // `send` returned, so every byte is in the pipe: close stdin with both requests unanswered
+    // (or at most answered in part).
+    drop(sender);
+
+    let mut answered = HashSet::new();
+    while let Some(reply) = next_json(&mut receiver).await {
+        assert!(reply.get("result").is_some(), "{reply}");
+        answered.insert(reply["id"].as_i64().unwrap());
+    }
+    assert_eq!(answered, HashSet::from([2, 3]));
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the server exited in time")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(std::fs::read(&file).unwrap(), data);
+}
+
+#[tokio::test]
+async fn the_cli_works_through_remote_command() {
+    let (_dir, ws) = workspace();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    let command = stdio_command(&ws);
+    let run = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .arg("--remote-command")
+            .arg(&command)
+            .args(args)
+            .env_remove("CAPFS_REMOTE")
+            .output()
+            .unwrap()
+    };
+    let ws_str = ws.to_str().unwrap();
+    let ls = run(&["ls", ws_str]);
+    assert!(ls.status.success(), "{ls:?}");
+    assert_eq!(String::from_utf8_lossy(&ls.stdout), "a.txt\n");
+    let cat = run(&["cat", &format!("{ws_str}/a.txt")]);
+    assert_eq!(cat.stdout, b"alpha\n");
+    // From the environment, with the server's default log level: a stdio server is quiet, and
+    // the client's CAPFS_REMOTE_COMMAND does not leak into the local server's arguments.
+    let quiet = format!(
+        "exec '{BIN}' serve --listen stdio --root '{}' --audit-log /dev/null",
+        ws.display()
+    );
+    let stat = std::process::Command::new(BIN)
+        .args(["stat", &format!("{ws_str}/a.txt")])
+        .env("CAPFS_REMOTE_COMMAND", &quiet)
+        .env_remove("CAPFS_REMOTE")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(stat.status.success(), "{stat:?}");
+    assert!(
+        String::from_utf8_lossy(&stat.stdout).contains("Size: 6 B (6 bytes)"),
+        "{stat:?}"
+    );
+    assert_eq!(String::from_utf8_lossy(&stat.stderr), "");
+    let denied = run(&["cat", "/etc/passwd"]);
+    assert!(!denied.status.success());
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(
+        stderr.contains("capfs: cannot read '/etc/passwd':")
+            && stderr.contains("outside every sandbox root"),
+        "{stderr}"
+    );
+}
