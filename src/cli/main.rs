@@ -368,6 +368,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         session_ttl: args.session_ttl,
         max_outgoing_bytes: args.max_outgoing_bytes,
         max_outgoing_bytes_per_connection: args.max_outgoing_bytes_per_connection,
+        max_processes: capfs::server::DEFAULT_MAX_PROCESSES,
+        max_processes_per_connection: capfs::server::DEFAULT_MAX_PROCESSES_PER_CONNECTION,
         audit: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);

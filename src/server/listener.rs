@@ -47,6 +47,7 @@ pub struct Server {
     fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     url: String,
+    processes: Option<Arc<dyn crate::process::ExecutorProcesses>>,
 }
 
 impl Server {
@@ -77,7 +78,17 @@ impl Server {
             fs,
             config,
             url,
+            processes: None,
         })
+    }
+
+    /// Also serves the process methods (`process/start` and the rest) with `processes`;
+    /// without them every process method is `-32601`. Processes belong to their session: they
+    /// outlive a connection by the session TTL and end when the server stops.
+    #[must_use]
+    pub fn with_processes(mut self, processes: Arc<dyn crate::process::ExecutorProcesses>) -> Self {
+        self.processes = Some(processes);
+        self
     }
 
     /// The URL clients connect to, with the port actually bound.
@@ -95,7 +106,19 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
         let shutdown_timeout = self.config.shutdown_timeout;
-        let shared = Arc::new(Shared::new(self.fs, self.config));
+        let mut shared = Shared::new(self.fs, self.config);
+        shared.processes = self.processes.map(|imp| {
+            Arc::new(crate::server::process::ServerProcesses::new(
+                imp,
+                shared.config.max_processes,
+                shared.config.max_processes_per_connection,
+                shared.config.session_ttl,
+                shared.config.audit.clone(),
+                shared.fs.served_roots(),
+            ))
+        });
+        let processes = shared.processes.clone();
+        let shared = Arc::new(shared);
         // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
         let stop = CancellationToken::new();
         let cut = CancellationToken::new();
@@ -180,6 +203,10 @@ impl Server {
         tracing::info!("shutting down: finishing in-flight requests");
         stop.cancel();
         connections.close();
+        // Processes end with their server, whatever their sessions' TTL.
+        if let Some(processes) = processes {
+            processes.shutdown().await;
+        }
         if tokio::time::timeout(shutdown_timeout, connections.wait())
             .await
             .is_ok()

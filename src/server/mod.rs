@@ -25,6 +25,7 @@ mod methods;
 mod narrow;
 mod outgoing;
 mod parse;
+mod process;
 mod range;
 mod reply;
 mod session;
@@ -43,6 +44,7 @@ pub use config::{
     DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
 };
 pub use listener::{Server, serve_byte_stream, serve_stdio};
+pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 pub use parse::{parse_duration, parse_listen_url, parse_size};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
 #[doc(hidden)]
