@@ -86,8 +86,16 @@ pub(crate) const METHODS: &[Method] = &[
     row(process::PROCESS_READ_METHOD, Runs::Task, Touch::Nothing),
     row(process::PROCESS_WRITE_METHOD, Runs::Task, Touch::Nothing),
     row(process::PROCESS_SIGNAL_METHOD, Runs::Task, Touch::Nothing),
-    row(process::PROCESS_TERMINATE_METHOD, Runs::Task, Touch::Nothing),
-    row(process::CAPFS_PROCESS_RESIZE_METHOD, Runs::Task, Touch::Nothing),
+    row(
+        process::PROCESS_TERMINATE_METHOD,
+        Runs::Task,
+        Touch::Nothing,
+    ),
+    row(
+        process::CAPFS_PROCESS_RESIZE_METHOD,
+        Runs::Task,
+        Touch::Nothing,
+    ),
     row(CAPFS_READ_LINK_METHOD, Runs::Task, Touch::Reads),
     row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task, Touch::Writes),
     row(CAPFS_WALK_METHOD, Runs::Task, Touch::Reads),

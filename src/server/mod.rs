@@ -44,8 +44,8 @@ pub use config::{
     DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
 };
 pub use listener::{Server, serve_byte_stream, serve_stdio};
-pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 pub use parse::{parse_duration, parse_listen_url, parse_size};
+pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
 #[doc(hidden)]
 pub use session::Session;

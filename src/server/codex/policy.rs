@@ -193,7 +193,9 @@ impl Policy {
                 out.push((root.clone(), access));
             }
             for entry in &self.entries {
-                let Target::Prefix(p) = &entry.target else { continue };
+                let Target::Prefix(p) = &entry.target else {
+                    continue;
+                };
                 if p.starts_with(root.as_path()) && p != root.as_path() {
                     let inner = AbsolutePathBuf::new(p.to_string_lossy().as_ref())?;
                     if let Some(access) = cap(self.access(p), *root_access) {

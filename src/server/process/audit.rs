@@ -101,9 +101,7 @@ impl ProcessLog {
                 None => crate::server::OUTCOME_OK.to_string(),
                 Some(e) => crate::protocol::error_kind_name(e.kind()).to_string(),
             },
-            error: record
-                .error
-                .map(|e| cut(&e.to_string(), 200).into_owned()),
+            error: record.error.map(|e| cut(&e.to_string(), 200).into_owned()),
         });
     }
 

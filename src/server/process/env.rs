@@ -125,8 +125,16 @@ mod tests {
         assert_eq!(names, ["A", "HOME", "LANG", "MY_TOKEN", "PATH", "SHELL"]);
         p.include_only.push("p*".into());
         let vars = build(Some(&p), &env, base("/ws", false)).unwrap();
-        assert_eq!(vars, [("A".into(), "1".into()), ("PATH".into(), BASE_PATH.into())]);
-        assert!(build(Some(&policy("none")), &env, base("/ws", true)).unwrap().len() == 1);
+        assert_eq!(
+            vars,
+            [("A".into(), "1".into()), ("PATH".into(), BASE_PATH.into())]
+        );
+        assert!(
+            build(Some(&policy("none")), &env, base("/ws", true))
+                .unwrap()
+                .len()
+                == 1
+        );
         assert!(build(Some(&policy("some")), &env, base("/ws", true)).is_err());
         assert_eq!(build(None, &env, base("/ws", true)).unwrap().len(), 1);
     }

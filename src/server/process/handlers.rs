@@ -16,9 +16,9 @@ use super::{Attached, Running, Slot};
 use crate::process::{Confinement, ProcessRequest, TerminalSize};
 use crate::protocol::process::{
     CAPFS_PROCESS_RESIZE_METHOD, OutputChunk, PROCESS_READ_METHOD, PROCESS_SIGNAL_METHOD,
-    PROCESS_START_METHOD, PROCESS_TERMINATE_METHOD, PROCESS_WRITE_METHOD, ReadParams,
-    ReadResponse, ResizeParams, SignalParams, StartParams, StartResponse, TerminateParams,
-    TerminateResponse, WriteParams, WriteResponse,
+    PROCESS_START_METHOD, PROCESS_TERMINATE_METHOD, PROCESS_WRITE_METHOD, ReadParams, ReadResponse,
+    ResizeParams, SignalParams, StartParams, StartResponse, TerminateParams, TerminateResponse,
+    WriteParams, WriteResponse,
 };
 use crate::protocol::uri::path_of_uri;
 use crate::protocol::{ErrorObject, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RootAccess};
@@ -192,7 +192,12 @@ async fn start(
     let started = match server.imp.start(request).await {
         Ok(started) => started,
         Err(e) => {
-            session.procs.lock().expect("processes").map.remove(&p.process_id);
+            session
+                .procs
+                .lock()
+                .expect("processes")
+                .map
+                .remove(&p.process_id);
             log.started(record(Some(&e)));
             return Err(io(e));
         }
@@ -289,9 +294,9 @@ async fn read(attached: &Attached, params: Option<Value>) -> Result<Payload, Err
 
 async fn write(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
     let p: WriteParams = parse(params)?;
-    let bytes = STANDARD.decode(p.chunk.as_bytes()).map_err(|e| {
-        invalid_input(INVALID_PARAMS, format!("chunk is not valid base64: {e}"))
-    })?;
+    let bytes = STANDARD
+        .decode(p.chunk.as_bytes())
+        .map_err(|e| invalid_input(INVALID_PARAMS, format!("chunk is not valid base64: {e}")))?;
     let status = match attached.session.get(&p.process_id) {
         None => "unknownProcess",
         Some(None) => "starting",
