@@ -69,6 +69,7 @@ mod process_wire;
 mod properties;
 mod protocol;
 mod races;
+mod processes;
 mod ranges;
 mod root_races;
 mod semantics;
