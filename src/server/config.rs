@@ -129,6 +129,21 @@ pub struct ServerConfig {
     pub max_processes_per_connection: usize,
     /// Where one JSON line per request goes, when set.
     pub audit: Option<AuditLog>,
+    /// The processes the server starts for `process/start`, when it serves them; without
+    /// them every process method is `-32601`.
+    pub processes: Option<ServedProcesses>,
+}
+
+/// The processes a server serves: any [`ExecutorProcesses`](crate::process::ExecutorProcesses).
+#[derive(Clone)]
+pub struct ServedProcesses(pub std::sync::Arc<dyn crate::process::ExecutorProcesses>);
+
+impl std::fmt::Debug for ServedProcesses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServedProcesses")
+            .field(&self.0.confinement())
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -152,6 +167,7 @@ impl Default for ServerConfig {
             max_processes: super::DEFAULT_MAX_PROCESSES,
             max_processes_per_connection: super::DEFAULT_MAX_PROCESSES_PER_CONNECTION,
             audit: None,
+            processes: None,
         }
     }
 }

@@ -65,6 +65,7 @@ const MAX_OPEN_HANDLES: usize = 1024;
 
 impl Shared {
     pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
+        let fs_roots = fs.served_roots();
         Self {
             fs,
             connections: Arc::new(Semaphore::new(config.max_connections)),
@@ -76,8 +77,17 @@ impl Shared {
                 config.max_outgoing_bytes,
                 config.max_outgoing_bytes_per_connection,
             ),
+            processes: config.processes.as_ref().map(|served| {
+                Arc::new(ServerProcesses::new(
+                    Arc::clone(&served.0),
+                    config.max_processes,
+                    config.max_processes_per_connection,
+                    config.session_ttl,
+                    config.audit.clone(),
+                    fs_roots,
+                ))
+            }),
             config,
-            processes: None,
         }
     }
 }

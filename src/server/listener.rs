@@ -47,7 +47,6 @@ pub struct Server {
     fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     url: String,
-    processes: Option<Arc<dyn crate::process::ExecutorProcesses>>,
 }
 
 impl Server {
@@ -78,7 +77,6 @@ impl Server {
             fs,
             config,
             url,
-            processes: None,
         })
     }
 
@@ -87,7 +85,7 @@ impl Server {
     /// outlive a connection by the session TTL and end when the server stops.
     #[must_use]
     pub fn with_processes(mut self, processes: Arc<dyn crate::process::ExecutorProcesses>) -> Self {
-        self.processes = Some(processes);
+        self.config.processes = Some(super::ServedProcesses(processes));
         self
     }
 
@@ -106,19 +104,8 @@ impl Server {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
         let shutdown_timeout = self.config.shutdown_timeout;
-        let mut shared = Shared::new(self.fs, self.config);
-        shared.processes = self.processes.map(|imp| {
-            Arc::new(crate::server::process::ServerProcesses::new(
-                imp,
-                shared.config.max_processes,
-                shared.config.max_processes_per_connection,
-                shared.config.session_ttl,
-                shared.config.audit.clone(),
-                shared.fs.served_roots(),
-            ))
-        });
+        let shared = Arc::new(Shared::new(self.fs, self.config));
         let processes = shared.processes.clone();
-        let shared = Arc::new(shared);
         // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
         let stop = CancellationToken::new();
         let cut = CancellationToken::new();
@@ -616,11 +603,19 @@ where
 {
     let shutdown_timeout = config.shutdown_timeout;
     let shared = Arc::new(Shared::new(fs, config));
+    // One connection, which no client can take back: its processes end with it.
+    let processes = shared.processes.clone();
     let mut connection = Connection::new(shared, 1, peer.into());
     if over_lines {
         connection = connection.over_lines();
     }
-    let run = connection.run(ws, None, stop.clone());
+    let run_stop = stop.clone();
+    let run = async move {
+        connection.run(ws, None, run_stop).await;
+        if let Some(processes) = processes {
+            processes.shutdown().await;
+        }
+    };
     tokio::pin!(run);
     tokio::pin!(shutdown);
     tokio::select! {

@@ -41,7 +41,7 @@ pub use config::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTGOING_BYTES,
     DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
+    DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
 pub use listener::{Server, serve_byte_stream, serve_stdio};
 pub use parse::{parse_duration, parse_listen_url, parse_size};

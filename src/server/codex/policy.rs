@@ -177,9 +177,11 @@ impl Policy {
             for entry in &self.entries {
                 let hole = match &entry.target {
                     Target::Glob(_) => entry.access != Access::Write,
+                    // A denial over the whole root only leaves the root out.
                     Target::Prefix(p) => {
                         entry.access == Access::Deny
-                            && (p.starts_with(root.as_path()) || root.as_path().starts_with(p))
+                            && p.starts_with(root.as_path())
+                            && p != root.as_path()
                     }
                 };
                 if hole {
@@ -189,18 +191,40 @@ impl Policy {
                     )));
                 }
             }
-            if let Some(access) = cap(self.access(root.as_path()), *root_access) {
+            let outer = cap(self.access(root.as_path()), *root_access);
+            if let Some(access) = outer {
                 out.push((root.clone(), access));
             }
             for entry in &self.entries {
                 let Target::Prefix(p) = &entry.target else {
                     continue;
                 };
-                if p.starts_with(root.as_path()) && p != root.as_path() {
-                    let inner = AbsolutePathBuf::new(p.to_string_lossy().as_ref())?;
-                    if let Some(access) = cap(self.access(p), *root_access) {
-                        out.push((inner, access));
+                if !p.starts_with(root.as_path()) || p == root.as_path() {
+                    continue;
+                }
+                let inner = cap(self.access(p), *root_access);
+                match (outer, inner) {
+                    // Already allowed as much by its root.
+                    (Some(crate::Access::ReadOnly), Some(crate::Access::ReadOnly)) => {}
+                    (Some(crate::Access::ReadWrite), Some(crate::Access::ReadWrite)) => {}
+                    (Some(crate::Access::ReadOnly), Some(crate::Access::ReadWrite)) => {
+                        out.push((AbsolutePathBuf::new(p)?, crate::Access::ReadWrite));
                     }
+                    // Less than its root allows: a process's rules only add up, so this cannot
+                    // be kept, and is refused unless there is nothing there to keep.
+                    (Some(_), _) if p.exists() => {
+                        return Err(refuse(format!(
+                            "{}: the request's sandbox policy keeps this directory from being \
+                             written inside a writable root, which a process's confinement \
+                             cannot enforce",
+                            p.display()
+                        )));
+                    }
+                    (Some(_), _) => {}
+                    (None, Some(access)) => {
+                        out.push((AbsolutePathBuf::new(p)?, access));
+                    }
+                    (None, None) => {}
                 }
             }
         }

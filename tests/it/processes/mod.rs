@@ -40,7 +40,9 @@ impl Workspace {
     }
 
     pub(crate) fn processes(&self, policy: ProcessPolicy) -> LocalProcesses {
-        let sandbox = Sandbox::new().with_root(&self.root, Access::ReadWrite).unwrap();
+        let sandbox = Sandbox::new()
+            .with_root(&self.root, Access::ReadWrite)
+            .unwrap();
         LocalProcesses::new(sandbox, policy.with_run_as(EXEC_UID, EXEC_UID)).unwrap()
     }
 }
@@ -56,7 +58,10 @@ pub(crate) fn shell(shell: &str, command: &str, cwd: &Path) -> ProcessRequest {
         AbsolutePathBuf::new(cwd).unwrap(),
     );
     request.env = vec![
-        ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".to_owned()),
+        (
+            "PATH".to_owned(),
+            "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".to_owned(),
+        ),
         ("LC_ALL".to_owned(), "C".to_owned()),
     ];
     request
@@ -114,7 +119,10 @@ pub(crate) async fn finish(
 }
 
 /// Starts `request` and reads it to the end.
-pub(crate) async fn run(processes: &LocalProcesses, request: ProcessRequest) -> io::Result<Finished> {
+pub(crate) async fn run(
+    processes: &LocalProcesses,
+    request: ProcessRequest,
+) -> io::Result<Finished> {
     let started = processes.start(request).await?;
     finish(started, |_| false).await
 }
@@ -123,7 +131,15 @@ pub(crate) async fn run(processes: &LocalProcesses, request: ProcessRequest) -> 
 async fn a_confined_shell_runs_in_its_root() {
     let ws = Workspace::new();
     let processes = ws.processes(policy(Network::None));
-    let done = run(&processes, shell("sh", "echo hi > made && cat made && id -u && pwd", &ws.root)).await.unwrap();
+    let done = run(
+        &processes,
+        shell("sh", "echo hi > made && cat made && id -u && pwd", &ws.root),
+    )
+    .await
+    .unwrap();
     assert_eq!(done.exit, ProcessExit::code(0), "{}", done.text());
-    assert_eq!(done.text(), format!("hi\n{EXEC_UID}\n{}\n", ws.root.display()));
+    assert_eq!(
+        done.text(),
+        format!("hi\n{EXEC_UID}\n{}\n", ws.root.display())
+    );
 }
