@@ -246,8 +246,9 @@ impl Connection {
         // Watches hold the queue too: they end with their connection. Processes let go of it
         // and wait for the session to be resumed.
         watches.stop();
-        if let (Some(processes), Some(id)) = (&self.shared.processes, self.session.id()) {
-            processes.leave(id);
+        let attached = self.session.connection().processes();
+        if let (Some(attached), Some(id)) = (attached, self.session.id()) {
+            attached.server.leave(id, &attached.session);
         }
         drop(out_tx);
         let _ = writer.await;

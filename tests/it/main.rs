@@ -64,6 +64,7 @@ mod narrowing;
 mod operating;
 mod outgoing;
 mod process_double;
+mod process_serve;
 mod process_sessions;
 mod process_wire;
 mod processes;

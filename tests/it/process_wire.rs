@@ -87,7 +87,7 @@ pub(crate) async fn until_closed(peer: &mut Peer, id: &str) -> Told {
                 assert!(told.exit_code.is_none() || !told.closed, "{message}");
                 let bytes = STANDARD.decode(params["chunk"].as_str().unwrap()).unwrap();
                 match params["stream"].as_str().unwrap() {
-                    "stdout" => told.stdout.extend(bytes),
+                    "stdout" | "pty" => told.stdout.extend(bytes),
                     "stderr" => told.stderr.extend(bytes),
                     other => panic!("stream {other}"),
                 }

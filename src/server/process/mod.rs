@@ -159,12 +159,13 @@ impl ServerProcesses {
 
     /// The connection holding session `id` ends: its processes wait (stalled once their queues
     /// fill) for a resume, and are ended once the TTL passes without one.
-    pub(crate) fn leave(self: &Arc<Self>, id: &str) {
-        let Some(table) = self.tables.lock().expect("process tables").get(id).cloned() else {
-            return;
-        };
-        // The sink holds the connection's queue: let go of it, so that its writer can end.
+    pub(crate) fn leave(self: &Arc<Self>, id: &str, table: &SessionProcesses) {
+        // The sink holds the connection's queue: let go of it, so that its writer can end,
+        // whether or not the table is still the server's (it is not once the server stops).
         table.sink.send_replace(None);
+        if !self.tables.lock().expect("process tables").contains_key(id) {
+            return;
+        }
         let generation = table.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let server = Arc::downgrade(self);
         let (id, ttl) = (id.to_string(), self.ttl);
@@ -227,8 +228,12 @@ impl SessionProcesses {
             .collect()
     }
 
+    /// Ends every process still running; those that closed are left alone.
     async fn end_all(&self) {
         for running in self.running() {
+            if running.kept.lock().expect("kept output").closed {
+                continue;
+            }
             let _ = running.control.terminate().await;
         }
     }
