@@ -18,6 +18,9 @@ const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
 /// while the previous one ran.
 const KILL_ROUNDS: usize = 1000;
 
+/// How long a cgroup whose tasks were killed is waited for before it is left behind.
+const REMOVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where this crate's cgroups are made, when the hierarchy is there and writable.
 #[derive(Debug)]
 pub(crate) struct CgroupParent {
@@ -101,13 +104,21 @@ impl Cgroup {
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        if self.kill_all() {
-            // Tasks just killed may still be leaving; a few tries, then it is left behind.
-            for _ in 0..KILL_ROUNDS {
-                match fs::remove_dir(&self.dir) {
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::yield_now(),
-                    _ => break,
+        if !self.kill_all() {
+            return;
+        }
+        // Tasks just killed may still be leaving (the directory is busy until they have):
+        // polled for a bounded time, then the empty cgroup is left behind.
+        let deadline = std::time::Instant::now() + REMOVE_DEADLINE;
+        loop {
+            match fs::remove_dir(&self.dir) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    if std::time::Instant::now() > deadline {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
+                _ => return,
             }
         }
     }

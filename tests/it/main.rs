@@ -39,6 +39,8 @@
 //!   of the process trait (`process_double`): order, input, bounds, sessions, policy, audit;
 //!   `process_serve`, `process_cli`: through `capfs serve --exec`, `capfs exec` and
 //!   `RemoteProcesses`;
+//! - `processes`: `LocalProcesses` (runs as root: an unprivileged user, cgroups): the shared
+//!   escape table, and the bounds a shell command cannot show;
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
