@@ -91,7 +91,8 @@ pub struct StartParams {
 pub struct StartResponse {
     /// The client's name for the process.
     pub process_id: String,
-    /// How the process is confined: `capfs` (by the kernel) or `none`.
+    /// How the process is confined, by codex's names: `linuxSeccomp` (by the kernel: the
+    /// mechanisms are in `environmentInfo.processes`) or `none`.
     pub sandbox_type: String,
 }
 

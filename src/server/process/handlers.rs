@@ -230,9 +230,11 @@ async fn start(
         }
         .run(),
     );
+    // codex knows only its own sandbox names; a process the kernel confines on Linux is
+    // `linuxSeccomp` to it (how it is confined is in `environmentInfo.processes`).
     let sandbox_type = match server.imp.confinement() {
         Confinement::Unconfined => "none",
-        _ => "capfs",
+        _ => "linuxSeccomp",
     };
     reply(StartResponse {
         process_id: p.process_id,
