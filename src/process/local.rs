@@ -252,6 +252,8 @@ impl ExecutorProcesses for LocalProcesses {
                     return Err(e);
                 }
                 narrowed = narrowing.sandbox;
+                // Nested directories of a narrowing are refused for the reason nested roots are.
+                refuse_nested(&narrowed)?;
                 &narrowed
             }
         };

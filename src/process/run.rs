@@ -273,7 +273,7 @@ pub(crate) fn launch(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let _ = tokio::task::spawn_blocking(move || drop((cgroup, held))).await;
+        let _ = tokio::task::spawn_blocking(move || drop((held, cgroup))).await;
         let _ = sender.send(ProcessEvent::Closed).await;
     });
     Ok(StartedProcess::new(pid, control, events))

@@ -161,6 +161,19 @@ async fn sandboxes_and_requests_that_cannot_be_held_are_refused() {
         capfs::AbsolutePathBuf::new(ws.root.join("inner")).unwrap(),
         Access::ReadWrite,
     )]);
+    let mut nested = narrowed.clone();
+    nested.narrowing = Some(vec![
+        (
+            capfs::AbsolutePathBuf::new(&ws.root).unwrap(),
+            Access::ReadWrite,
+        ),
+        (
+            capfs::AbsolutePathBuf::new(ws.root.join("inner")).unwrap(),
+            Access::ReadOnly,
+        ),
+    ]);
+    let refused = processes.start(nested).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
     let done = run(&processes, narrowed).await.unwrap();
     assert!(
         done.text().contains("REFUSED") && !done.text().contains("BESIDE-CONTENT"),
