@@ -119,7 +119,7 @@ pub use file_system::{
 pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowing};
 pub use path::AbsolutePathBuf;
 pub use process::{LocalProcesses, ProcessPolicy};
-pub use remote::{RemoteFileSystem, RemoteOptions};
+pub use remote::{RemoteFileSystem, RemoteOptions, RemoteProcesses};
 pub use roots::{RootAccess, RootDescription};
 pub use sandbox::{Access, Root, Sandbox};
 

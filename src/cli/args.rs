@@ -119,6 +119,10 @@ pub enum Command {
     /// stdin/stdout, confined to the roots (`capfs mcp DIR...`, --root, --read-only) or served
     /// by a capfs server (--remote, --remote-command).
     Mcp(crate::mcp::McpArgs),
+    /// Run one command in the sandbox, like `ssh host cmd`: through a server's processes
+    /// (--remote, `capfs serve --exec`) or confined here to --root; its exit status is the
+    /// command's.
+    Exec(crate::exec::ExecArgs),
     /// List the sandbox roots and their access.
     Roots {
         /// One JSON document instead of text.
@@ -312,6 +316,9 @@ pub struct ServeArgs {
     /// Most of that one connection may hold; a larger reply fails at once (suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = parse_size)]
     pub max_outgoing_bytes_per_connection: u64,
+    /// Processes: --exec and its policy.
+    #[command(flatten)]
+    pub exec: crate::exec_flags::ExecFlags,
 }
 
 impl ServeArgs {

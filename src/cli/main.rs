@@ -17,6 +17,8 @@ use capfs::{
 
 mod args;
 mod destinations;
+mod exec;
+mod exec_flags;
 mod fail;
 mod listing;
 mod mcp;
@@ -66,6 +68,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         if let Command::Serve(args) = cli.command {
             return serve(args).await;
+        }
+        if let Command::Exec(args) = cli.command {
+            return exec::run(&cli.target, args).await;
         }
         if let Command::Mcp(args) = cli.command {
             return mcp::run(args)
@@ -207,7 +212,11 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
         Ok(out)
     };
     match command {
-        Command::Serve(_) | Command::Mcp(_) | Command::Completions { .. } | Command::Man => {
+        Command::Serve(_)
+        | Command::Mcp(_)
+        | Command::Exec(_)
+        | Command::Completions { .. }
+        | Command::Man => {
             unreachable!("handled in main")
         }
         Command::Roots { json } => listing::roots(resolver.roots(), json),
@@ -368,7 +377,10 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         session_ttl: args.session_ttl,
         max_outgoing_bytes: args.max_outgoing_bytes,
         max_outgoing_bytes_per_connection: args.max_outgoing_bytes_per_connection,
+        max_processes: args.exec.max_processes,
+        max_processes_per_connection: args.exec.max_processes_per_connection,
         audit: None,
+        processes: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
@@ -383,6 +395,9 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?;
         config.audit = Some(audit);
     }
+    config.processes = args
+        .exec
+        .processes(build_sandbox(&args.root, &args.read_only)?)?;
     for (root, access) in &roots {
         tracing::info!(root = %root, access = ?access, "sandbox root");
     }

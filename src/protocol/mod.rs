@@ -15,6 +15,7 @@ mod narrow;
 mod walk;
 
 pub mod codex;
+pub mod process;
 pub mod uri;
 
 pub use envelope::{
