@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use capfs::process::{ExecutorProcesses, Network};
 
-use super::{EXEC_UID, Workspace, eventually, finish, policy, run, shell};
+use super::{Workspace, eventually, finish, policy, run, shell};
 
 /// The resident memory of this test process, in KiB.
 fn rss_kib() -> u64 {
@@ -72,38 +72,54 @@ async fn a_consumer_that_never_reads_stalls_the_process_with_bounded_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_is_held_by_its_task_bound_and_ended_with_its_process() {
+    // A user of its own, so that the tasks counted here are the bomb's and no other test's.
+    const BOMB_UID: u32 = 65533;
     let ws = Workspace::new();
-    let processes = ws.processes(policy(Network::None).with_max_tasks(64));
-    let bomb = "b() { b | b & }; b; sleep 1; n=$(ls /proc | grep -c '^[0-9]'); echo seen $n";
+    std::os::unix::fs::chown(&ws.root, Some(BOMB_UID), Some(BOMB_UID)).unwrap();
+    let sandbox = capfs::Sandbox::new()
+        .with_root(&ws.root, capfs::Access::ReadWrite)
+        .unwrap();
+    let processes = capfs::LocalProcesses::new(
+        sandbox,
+        policy(Network::None)
+            .with_max_tasks(64)
+            .with_run_as(BOMB_UID, BOMB_UID),
+    )
+    .unwrap();
+    // The main shell replaces itself with `sleep` (no fork needed once the bomb has the
+    // cgroup full), so it lives while the bomb runs and its exit ends the tree.
+    let bomb = "b() { b | b & }; b; exec sleep 3";
     let started = processes
         .start(shell("bash", bomb, &ws.root))
         .await
         .unwrap();
-    let done = finish(started, |_| false).await.unwrap();
-    // Every task of the bomb is in the process's cgroup and went with it.
-    let seen: Option<u64> = done
-        .text()
-        .lines()
-        .find_map(|l| l.strip_prefix("seen ")?.parse().ok());
-    assert!(seen.is_some(), "{}", done.text());
-    // Killed tasks whose parent died are reaped by init: only live ones count.
-    let alive = || {
+    let live = || {
         std::fs::read_dir("/proc")
             .unwrap()
             .flatten()
             .filter(|e| {
                 std::fs::read_to_string(e.path().join("status")).is_ok_and(|s| {
-                    s.contains(&format!("Uid:\t{EXEC_UID}\t"))
-                        && s.contains("Name:\tbash")
-                        && !s.contains("State:\tZ")
+                    s.contains(&format!("Uid:\t{BOMB_UID}\t")) && !s.contains("State:\tZ")
                 })
             })
             .count()
     };
+    let finished = tokio::spawn(finish(started, |_| false));
+    let mut most = 0;
+    while !finished.is_finished() {
+        most = most.max(live());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    finished.await.unwrap().unwrap();
+    // The bomb grew, and never past its cgroup's bound (each process is at least one task).
+    assert!(most > 2, "the bomb never ran: {most} tasks seen");
+    assert!(most <= 64, "{most} tasks of a bomb bounded to 64");
+    // Every task of the bomb was in the process's cgroup and went with it (killed tasks whose
+    // parent died are reaped by init: only live ones count).
     assert!(
-        eventually(Duration::from_secs(10), || alive() == 0).await,
+        eventually(Duration::from_secs(10), || live() == 0).await,
         "{} tasks of the bomb remain",
-        alive()
+        live()
     );
 }
 
