@@ -230,11 +230,15 @@ export function landrunTarget(f) {
         : ['--rwx', f.dirs.root, '--rox', f.dirs.ro];
       // Landlock's network rules name ports, not addresses: "loopback" can only be the ports
       // the harness listens on.
-      const net = { none: [], all: ['--unrestricted-network'] }[network]
-        ?? ['--connect-tcp', [vars.PORT, vars.SERVER_PORT, vars.HOST_PORT].filter(Boolean).join(',')];
-      const env = ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=/nonexistent', 'LANG=C.UTF-8'].flatMap((e) => ['--env', e]);
+      // the harness's loopback listener.
+      const net = { none: [], all: ['--unrestricted-network'] }[network] ?? ['--connect-tcp', vars.PORT];
+      // landrun gives no temporary directory of its own: one in the base stands for it.
+      const tmp = path.join(f.dirs.base, 'landrun-tmp');
+      fs.mkdirSync(tmp, { recursive: true, mode: 0o777 });
+      fs.chmodSync(tmp, 0o777);
+      const env = ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=/nonexistent', 'LANG=C.UTF-8', `TMPDIR=${tmp}`].flatMap((e) => ['--env', e]);
       const full = ['--reuid', String(EXEC_UID), '--regid', String(EXEC_UID), '--clear-groups', '--',
-        bin, '--best-effort', ...system, ...layout, ...net, ...env, '--', ...argv];
+        bin, '--best-effort', ...system, '--rw', tmp, ...layout, ...net, ...env, '--', ...argv];
       const child = spawn('setpriv', full, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
       let output = '';
       child.stdout.on('data', (d) => (output += d.toString('latin1')));

@@ -75,7 +75,7 @@ export async function play(target, c, f) {
     const outcome = expect === 'refused' || c.roots === 'nested' ? 'refused' : 'not run';
     return { outcome, why: r.refused.slice(0, 200) };
   }
-  if (escapes.length) return { outcome: 'escaped', why };
+  if (escapes.length) return { outcome: expect === 'held-or-documented' ? 'limit' : 'escaped', why };
   if (!output.includes(START)) return { outcome: 'not run', why: `${r.error ?? ''} ${output}`.trim().slice(0, 200) };
   if (expect === 'allowed') return /^ALLOWED$/m.test(output) ? { outcome: 'ok' } : { outcome: 'denied', why: output.slice(0, 200) };
   if (expect === 'refused') return { outcome: 'started', why: 'the start was not refused, but nothing left' };
