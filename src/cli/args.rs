@@ -312,6 +312,9 @@ pub struct ServeArgs {
     /// Most of that one connection may hold; a larger reply fails at once (suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = parse_size)]
     pub max_outgoing_bytes_per_connection: u64,
+    /// Processes: --exec and its policy.
+    #[command(flatten)]
+    pub exec: crate::exec_flags::ExecFlags,
 }
 
 impl ServeArgs {

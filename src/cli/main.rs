@@ -17,6 +17,7 @@ use capfs::{
 
 mod args;
 mod destinations;
+mod exec_flags;
 mod fail;
 mod listing;
 mod mcp;
@@ -368,7 +369,10 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         session_ttl: args.session_ttl,
         max_outgoing_bytes: args.max_outgoing_bytes,
         max_outgoing_bytes_per_connection: args.max_outgoing_bytes_per_connection,
+        max_processes: args.exec.max_processes,
+        max_processes_per_connection: args.exec.max_processes_per_connection,
         audit: None,
+        processes: None,
     };
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
@@ -383,6 +387,9 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?;
         config.audit = Some(audit);
     }
+    config.processes = args
+        .exec
+        .processes(build_sandbox(&args.root, &args.read_only)?)?;
     for (root, access) in &roots {
         tracing::info!(root = %root, access = ?access, "sandbox root");
     }

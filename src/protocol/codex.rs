@@ -60,6 +60,9 @@ pub struct EnvironmentInfo {
     /// The optional methods this executor serves, by codex's capability names. Only what is
     /// served is `true`.
     pub capabilities: BTreeMap<String, bool>,
+    /// capfs: whether processes are served and how they are confined; absent when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<super::process::ProcessesInfo>,
 }
 
 /// The result of [`ENVIRONMENT_STATUS_METHOD`].

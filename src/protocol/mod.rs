@@ -16,6 +16,7 @@ mod walk;
 pub use walk::{WalkEntryWire, WalkErrorWire, WalkParams, WalkResponse};
 
 pub mod codex;
+pub mod process;
 pub mod uri;
 
 /// `initialize`: the first request on a connection.

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 mod bounds;
 
-pub(crate) use bounds::raw_paths;
+pub(crate) use bounds::{cut, raw_paths};
 
 use serde::Serialize;
 
@@ -74,6 +74,13 @@ impl AuditLog {
     /// Writes one record as one line. A failing writer is reported in the tracing log; the
     /// request itself is not failed by it.
     pub fn record(&self, record: &AuditRecord<'_>) {
+        self.write_line(record);
+    }
+
+    /// Writes any bounded record (a process's start or end) as one line, as [`record`] does.
+    ///
+    /// [`record`]: Self::record
+    pub(crate) fn write_line(&self, record: &impl Serialize) {
         // Written for a terminal too (`--audit-log -`): the characters a terminal would act
         // on are escaped as `\uXXXX`, C1 and bidirectional controls included.
         let mut line = Vec::with_capacity(256);
@@ -241,7 +248,7 @@ pub(crate) fn keeps_paths(audit: Option<&AuditLog>) -> bool {
     audit.is_some() || tracing::enabled!(tracing::Level::DEBUG)
 }
 
-fn rfc3339_now() -> String {
+pub(crate) fn rfc3339_now() -> String {
     rfc3339(SystemTime::now())
 }
 

@@ -122,8 +122,28 @@ pub struct ServerConfig {
     /// Most of `max_outgoing_bytes` one connection may hold: a peer that does not read stalls
     /// its own requests once it holds this much. A reply larger than this fails at once.
     pub max_outgoing_bytes_per_connection: u64,
+    /// Most processes running at once across the server (when it serves processes); a start
+    /// beyond it is refused at once.
+    pub max_processes: usize,
+    /// Most processes running at once in one session (a connection and its resumes).
+    pub max_processes_per_connection: usize,
     /// Where one JSON line per request goes, when set.
     pub audit: Option<AuditLog>,
+    /// The processes the server starts for `process/start`, when it serves them; without
+    /// them every process method is `-32601`.
+    pub processes: Option<ServedProcesses>,
+}
+
+/// The processes a server serves: any [`ExecutorProcesses`](crate::process::ExecutorProcesses).
+#[derive(Clone)]
+pub struct ServedProcesses(pub std::sync::Arc<dyn crate::process::ExecutorProcesses>);
+
+impl std::fmt::Debug for ServedProcesses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServedProcesses")
+            .field(&self.0.confinement())
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -144,10 +164,16 @@ impl Default for ServerConfig {
             session_ttl: DEFAULT_SESSION_TTL,
             max_outgoing_bytes: DEFAULT_MAX_OUTGOING_BYTES,
             max_outgoing_bytes_per_connection: DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION,
+            max_processes: super::DEFAULT_MAX_PROCESSES,
+            max_processes_per_connection: super::DEFAULT_MAX_PROCESSES_PER_CONNECTION,
             audit: None,
+            processes: None,
         }
     }
 }
+
+/// Processes a server may run at once.
+const PROCESSES_RANGE: std::ops::RangeInclusive<usize> = 1..=65_536;
 
 impl ServerConfig {
     /// Checks every limit against the range the server accepts: no zero, nothing so large that
@@ -203,6 +229,12 @@ impl ServerConfig {
             "--max-outgoing-bytes-per-connection",
             self.max_outgoing_bytes_per_connection,
             &share_range,
+        )?;
+        check_usize("--max-processes", self.max_processes, &PROCESSES_RANGE)?;
+        check_usize(
+            "--max-processes-per-connection",
+            self.max_processes_per_connection,
+            &(1..=self.max_processes.max(1)),
         )?;
         if self.token.as_deref().is_some_and(str::is_empty) {
             return Err(invalid_config("the token is empty".to_string()));

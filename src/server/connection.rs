@@ -23,6 +23,7 @@ use super::codex::watch::MAX_WATCHES_PER_SERVER;
 use super::config::ServerConfig;
 use super::handler::{self, Payload, Runs, send};
 use super::outgoing::{self, Outgoing};
+use super::process::{Attached, ServerProcesses, Sink};
 use super::reply;
 use super::session::{FsCall, Session, Step};
 use super::sessions::Sessions;
@@ -55,6 +56,8 @@ pub(crate) struct Shared {
     pub(crate) watches: Arc<Semaphore>,
     /// The outgoing bytes replies and data frames may hold, across the server.
     pub(crate) budget: Budget,
+    /// The processes the server serves, if it does.
+    pub(crate) processes: Option<Arc<ServerProcesses>>,
 }
 
 /// `fs/open` handles open at once across a server (each read handle holds a descriptor).
@@ -62,6 +65,7 @@ const MAX_OPEN_HANDLES: usize = 1024;
 
 impl Shared {
     pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
+        let fs_roots = fs.served_roots();
         Self {
             fs,
             connections: Arc::new(Semaphore::new(config.max_connections)),
@@ -73,6 +77,16 @@ impl Shared {
                 config.max_outgoing_bytes,
                 config.max_outgoing_bytes_per_connection,
             ),
+            processes: config.processes.as_ref().map(|served| {
+                Arc::new(ServerProcesses::new(
+                    Arc::clone(&served.0),
+                    config.max_processes,
+                    config.max_processes_per_connection,
+                    config.session_ttl,
+                    config.audit.clone(),
+                    fs_roots,
+                ))
+            }),
             config,
         }
     }
@@ -117,6 +131,10 @@ impl Connection {
                 Arc::clone(&shared.handles),
                 Arc::clone(&shared.watches),
             );
+        let session = match &shared.processes {
+            Some(processes) => session.serving_processes(super::process::info(&*processes.imp)),
+            None => session,
+        };
         let budget = shared.budget.connection();
         Self {
             shared,
@@ -225,8 +243,13 @@ impl Connection {
             .admitted
             .acquire_many(self.shared.config.max_in_flight.saturating_mul(2) as u32)
             .await;
-        // Watches hold the queue too: they end with their connection.
+        // Watches hold the queue too: they end with their connection. Processes let go of it
+        // and wait for the session to be resumed.
         watches.stop();
+        let attached = self.session.connection().processes();
+        if let (Some(attached), Some(id)) = (attached, self.session.id()) {
+            attached.server.leave(id, &attached.session);
+        }
         drop(out_tx);
         let _ = writer.await;
         drop(watchdog);
@@ -236,7 +259,9 @@ impl Connection {
     }
 
     async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
-        match self.session.receive(bytes) {
+        let step = self.session.receive(bytes);
+        self.attach_processes(out);
+        match step {
             Step::Reply(message) => {
                 let mut budget = self.reply_budget();
                 reply::send_message(out, &mut budget, &message).await;
@@ -248,6 +273,27 @@ impl Connection {
             Step::Run(call) => self.on_request(call, out).await,
             Step::Ignore => {}
         }
+    }
+
+    /// Once the handshake named the session, its processes send their notifications here.
+    fn attach_processes(&mut self, out: &mpsc::Sender<Outgoing>) {
+        let connection = self.session.connection();
+        let (Some(processes), Some(id)) = (&self.shared.processes, self.session.id()) else {
+            return;
+        };
+        if connection.processes().is_some() {
+            return;
+        }
+        let sink = Sink {
+            out: out.clone(),
+            budget: self.budget.clone(),
+        };
+        connection.set_processes(Attached {
+            server: Arc::clone(processes),
+            session: processes.attach(id, sink),
+            connection: self.id,
+            peer: Arc::clone(&self.peer),
+        });
     }
 
     /// The log of a request that starts now.

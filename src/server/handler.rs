@@ -131,6 +131,9 @@ pub(crate) async fn dispatch(
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
+    if super::process::is_process_method(method) {
+        return super::process::dispatch(state.processes(), fs, method, params).await;
+    }
     let form = uri::plain_params(&mut params)?;
     let touch = self::method(method).map_or(Touch::Nothing, |m| m.touch);
     codex_methods::check_policy(fs, touch, params.as_ref())

@@ -80,6 +80,15 @@ impl Server {
         })
     }
 
+    /// Also serves the process methods (`process/start` and the rest) with `processes`;
+    /// without them every process method is `-32601`. Processes belong to their session: they
+    /// outlive a connection by the session TTL and end when the server stops.
+    #[must_use]
+    pub fn with_processes(mut self, processes: Arc<dyn crate::process::ExecutorProcesses>) -> Self {
+        self.config.processes = Some(super::ServedProcesses(processes));
+        self
+    }
+
     /// The URL clients connect to, with the port actually bound.
     pub fn url(&self) -> &str {
         &self.url
@@ -96,6 +105,7 @@ impl Server {
         let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
         let shutdown_timeout = self.config.shutdown_timeout;
         let shared = Arc::new(Shared::new(self.fs, self.config));
+        let processes = shared.processes.clone();
         // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
         let stop = CancellationToken::new();
         let cut = CancellationToken::new();
@@ -180,6 +190,10 @@ impl Server {
         tracing::info!("shutting down: finishing in-flight requests");
         stop.cancel();
         connections.close();
+        // Processes end with their server, whatever their sessions' TTL.
+        if let Some(processes) = processes {
+            processes.shutdown().await;
+        }
         if tokio::time::timeout(shutdown_timeout, connections.wait())
             .await
             .is_ok()
@@ -589,11 +603,19 @@ where
 {
     let shutdown_timeout = config.shutdown_timeout;
     let shared = Arc::new(Shared::new(fs, config));
+    // One connection, which no client can take back: its processes end with it.
+    let processes = shared.processes.clone();
     let mut connection = Connection::new(shared, 1, peer.into());
     if over_lines {
         connection = connection.over_lines();
     }
-    let run = connection.run(ws, None, stop.clone());
+    let run_stop = stop.clone();
+    let run = async move {
+        connection.run(ws, None, run_stop).await;
+        if let Some(processes) = processes {
+            processes.shutdown().await;
+        }
+    };
     tokio::pin!(run);
     tokio::pin!(shutdown);
     tokio::select! {

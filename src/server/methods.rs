@@ -2,6 +2,7 @@
 //! paths. Session, connection and dispatch ask it; nothing else compares method names.
 
 use crate::protocol::codex;
+use crate::protocol::process;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
@@ -78,6 +79,20 @@ pub(crate) const METHODS: &[Method] = &[
     row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task, Touch::Nothing),
     row(
         codex::ENVIRONMENT_CONFIG_READ_METHOD,
+        Runs::Task,
+        Touch::Nothing,
+    ),
+    row(process::PROCESS_START_METHOD, Runs::Task, Touch::Nothing),
+    row(process::PROCESS_READ_METHOD, Runs::Task, Touch::Nothing),
+    row(process::PROCESS_WRITE_METHOD, Runs::Task, Touch::Nothing),
+    row(process::PROCESS_SIGNAL_METHOD, Runs::Task, Touch::Nothing),
+    row(
+        process::PROCESS_TERMINATE_METHOD,
+        Runs::Task,
+        Touch::Nothing,
+    ),
+    row(
+        process::CAPFS_PROCESS_RESIZE_METHOD,
         Runs::Task,
         Touch::Nothing,
     ),

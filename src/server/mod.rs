@@ -25,6 +25,7 @@ mod methods;
 mod narrow;
 mod outgoing;
 mod parse;
+mod process;
 mod range;
 mod reply;
 mod session;
@@ -40,10 +41,11 @@ pub use config::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTGOING_BYTES,
     DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_STREAM_IDLE_TIMEOUT, ServerConfig,
+    DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
 pub use listener::{Server, serve_byte_stream, serve_stdio};
 pub use parse::{parse_duration, parse_listen_url, parse_size};
+pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
 #[doc(hidden)]
 pub use session::Session;

@@ -171,13 +171,27 @@ impl Session {
         handles: Arc<Semaphore>,
         watches: Arc<Semaphore>,
     ) -> Self {
-        self.environment = Some(super::codex::environment_info(&*fs));
+        self.environment = Some(super::codex::environment_info(&*fs, None));
         self.sessions = Some(sessions);
         self.connection = Arc::new(ConnectionState::new(
             Some(fs),
             Handles::new(handles),
             Watches::new(watches),
         ));
+        self
+    }
+
+    /// The session of a server that serves processes: `environmentInfo` says how.
+    pub(crate) fn serving_processes(
+        mut self,
+        info: crate::protocol::process::ProcessesInfo,
+    ) -> Self {
+        if let Some(environment) = &mut self.environment {
+            environment.processes = Some(info.clone());
+        }
+        if let Some(state) = Arc::get_mut(&mut self.connection) {
+            state.processes_info = Some(info);
+        }
         self
     }
 

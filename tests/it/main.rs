@@ -35,6 +35,8 @@
 //! - `walk_bounds`: walks under descriptor limits (errors reported, a few descriptors held
 //!   whatever the depth), and walk and listing replies cut to the message limit;
 //! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`);
+//! - `process_wire`, `process_sessions`: the process methods on the wire over a test double
+//!   of the process trait (`process_double`): order, input, bounds, sessions, policy, audit;
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
@@ -61,6 +63,11 @@ mod lying_server;
 mod narrowing;
 mod operating;
 mod outgoing;
+mod process_double;
+mod process_serve;
+mod process_sessions;
+mod process_wire;
+mod processes;
 mod properties;
 mod protocol;
 mod races;

@@ -86,7 +86,7 @@ pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
 /// `text` cut to `max` characters, with `…[cut N bytes]` for the N bytes left out; `text`
 /// itself when it is short enough, or when it is what a cut to `max` gave already (the paths
 /// [`raw_paths`] keeps are cut once more when their line is written).
-fn cut(text: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn cut(text: &str, max: usize) -> Cow<'_, str> {
     match text.char_indices().nth(max) {
         Some((end, _)) if !is_cut_marker(&text[end..]) => {
             Cow::Owned(format!("{}…[cut {} bytes]", &text[..end], text.len() - end))

@@ -4,7 +4,7 @@
 
 mod canonical;
 pub(crate) mod handles;
-mod policy;
+pub(crate) mod policy;
 mod walk;
 pub(crate) mod watch;
 
@@ -39,6 +39,11 @@ pub(crate) struct ConnectionState {
     fs: std::sync::RwLock<Option<Arc<dyn ExecutorFileSystem>>>,
     pub(crate) handles: Handles,
     pub(crate) watches: Arc<watch::Watches>,
+    /// The session's processes, once the handshake named the session; `None` on a server
+    /// that serves no processes.
+    processes: std::sync::RwLock<Option<crate::server::process::Attached>>,
+    /// What `environmentInfo` says of processes, on a server that serves them.
+    pub(crate) processes_info: Option<crate::protocol::process::ProcessesInfo>,
 }
 
 impl ConnectionState {
@@ -51,7 +56,19 @@ impl ConnectionState {
             fs: std::sync::RwLock::new(fs),
             handles,
             watches: Arc::new(watches),
+            processes: std::sync::RwLock::new(None),
+            processes_info: None,
         }
+    }
+
+    /// The session's processes, once attached.
+    pub(crate) fn processes(&self) -> Option<crate::server::process::Attached> {
+        self.processes.read().expect("connection processes").clone()
+    }
+
+    /// The connection now holds the session whose processes are `attached`.
+    pub(crate) fn set_processes(&self, attached: crate::server::process::Attached) {
+        *self.processes.write().expect("connection processes") = Some(attached);
     }
 
     /// The file system the connection serves now.
@@ -91,8 +108,12 @@ const CAPABILITIES: &[(&str, bool)] = &[
     ("linuxApprovedRootWritePreservesRestrictions", false),
 ];
 
-/// The environment `fs` makes: its roots decide where a turn starts.
-pub(crate) fn environment_info(fs: &dyn ExecutorFileSystem) -> EnvironmentInfo {
+/// The environment `fs` makes: its roots decide where a turn starts; `processes` says whether
+/// and how processes are served.
+pub(crate) fn environment_info(
+    fs: &dyn ExecutorFileSystem,
+    processes: Option<crate::protocol::process::ProcessesInfo>,
+) -> EnvironmentInfo {
     let roots = fs.served_roots();
     let cwd = roots
         .iter()
@@ -112,6 +133,7 @@ pub(crate) fn environment_info(fs: &dyn ExecutorFileSystem) -> EnvironmentInfo {
             .iter()
             .map(|(name, served)| ((*name).to_string(), *served))
             .collect::<BTreeMap<_, _>>(),
+        processes,
     }
 }
 
@@ -162,7 +184,7 @@ pub(crate) async fn dispatch(
 ) -> Option<Result<Payload, ErrorObject>> {
     let io = |e: std::io::Error| ErrorObject::from_io(&e);
     let result = match method {
-        ENVIRONMENT_INFO_METHOD => reply(environment_info(fs)),
+        ENVIRONMENT_INFO_METHOD => reply(environment_info(fs, state.processes_info.clone())),
         ENVIRONMENT_STATUS_METHOD => reply(EnvironmentStatus {
             status: "ready".to_string(),
         }),

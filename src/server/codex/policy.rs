@@ -153,6 +153,84 @@ impl Policy {
 
     /// Refuses `need` on `path` unless the policy gives it. The path is matched with its links
     /// resolved: the deepest part of it that exists, resolved inside the roots, and the rest.
+    /// The roots a process under this policy gets, of `roots` (the connection's): each root
+    /// with at most the access the policy gives it, and each directory the policy names inside
+    /// a root with at most its own; a root the policy gives nothing is left out. Never more
+    /// than `roots`.
+    ///
+    /// # Errors
+    ///
+    /// `PermissionDenied` when the policy denies or matches by pattern something inside a
+    /// root: a process's roots cannot leave a hole, so such a policy is refused rather than
+    /// widened.
+    pub(crate) fn narrowing(
+        &self,
+        roots: &[(AbsolutePathBuf, crate::Access)],
+    ) -> io::Result<Vec<(AbsolutePathBuf, crate::Access)>> {
+        let cap = |access: Option<Access>, root: crate::Access| match (access, root) {
+            (Some(Access::Write), root) => Some(root),
+            (Some(Access::Read), _) => Some(crate::Access::ReadOnly),
+            (Some(Access::Deny) | None, _) => None,
+        };
+        let mut out = Vec::new();
+        for (root, root_access) in roots {
+            for entry in &self.entries {
+                let hole = match &entry.target {
+                    Target::Glob(_) => entry.access != Access::Write,
+                    // A denial over the whole root only leaves the root out.
+                    Target::Prefix(p) => {
+                        entry.access == Access::Deny
+                            && p.starts_with(root.as_path())
+                            && p != root.as_path()
+                    }
+                };
+                if hole {
+                    return Err(refuse(format!(
+                        "{root}: the request's sandbox policy denies parts of this root, which \
+                         a process's roots cannot express"
+                    )));
+                }
+            }
+            let outer = cap(self.access(root.as_path()), *root_access);
+            if let Some(access) = outer {
+                out.push((root.clone(), access));
+            }
+            for entry in &self.entries {
+                let Target::Prefix(p) = &entry.target else {
+                    continue;
+                };
+                if !p.starts_with(root.as_path()) || p == root.as_path() {
+                    continue;
+                }
+                let inner = cap(self.access(p), *root_access);
+                match (outer, inner) {
+                    // Already allowed as much by its root.
+                    (Some(crate::Access::ReadOnly), Some(crate::Access::ReadOnly)) => {}
+                    (Some(crate::Access::ReadWrite), Some(crate::Access::ReadWrite)) => {}
+                    (Some(crate::Access::ReadOnly), Some(crate::Access::ReadWrite)) => {
+                        out.push((AbsolutePathBuf::new(p)?, crate::Access::ReadWrite));
+                    }
+                    // Less than its root allows: a process's rules only add up, so this cannot
+                    // be kept, and is refused unless there is nothing there to keep.
+                    (Some(_), _) if p.exists() => {
+                        return Err(refuse(format!(
+                            "{}: the request's sandbox policy keeps this directory from being \
+                             written inside a writable root, which a process's confinement \
+                             cannot enforce",
+                            p.display()
+                        )));
+                    }
+                    (Some(_), _) => {}
+                    (None, Some(access)) => {
+                        out.push((AbsolutePathBuf::new(p)?, access));
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub(crate) async fn check(
         &self,
         fs: &dyn ExecutorFileSystem,

@@ -17,6 +17,17 @@ use tokio::sync::mpsc;
 
 use crate::{AbsolutePathBuf, Access};
 
+mod cgroup;
+mod child;
+mod confine;
+mod local;
+mod policy;
+mod pty;
+mod run;
+
+pub use local::LocalProcesses;
+pub use policy::{Network, ProcessPolicy, RunAs};
+
 /// The events a consumer holds at most before the process stalls.
 pub const PROCESS_EVENT_QUEUE: usize = 16;
 

@@ -1,0 +1,172 @@
+//! What the child does between `fork` and `exec`. Everything it needs (descriptors, the
+//! Landlock ruleset, the netlink message that brings `lo` up, the limits) is built by the
+//! parent beforehand, so the child only makes system calls: it allocates nothing and takes no
+//! lock another thread of the parent might have held at the fork.
+
+use std::io;
+use std::os::fd::OwnedFd;
+
+use rustix::io::Errno;
+use rustix::process::{Gid, Resource, Rlimit, Uid};
+use rustix::thread::UnshareFlags;
+
+use super::policy::{Network, RunAs};
+
+/// The steps the child takes, in order, before it runs the program. Any failure stops the
+/// child before the program runs; the parent's spawn then fails with that error.
+#[derive(Debug)]
+pub(crate) struct ChildSetup {
+    /// The working directory, opened through the sandbox in the parent.
+    pub cwd: OwnedFd,
+    /// Makes standard input (a terminal) the controlling terminal of the new session.
+    pub tty: bool,
+    /// The process's cgroup's `cgroup.procs`, which the child enters by writing `0`.
+    pub cgroup_procs: Option<OwnedFd>,
+    /// Namespaces to unshare: `None` keeps the host's network.
+    pub namespaces: Option<UnshareFlags>,
+    /// The netlink request that sets `lo` up in the new network namespace.
+    pub loopback_up: Option<[u8; LOOPBACK_UP_LEN]>,
+    /// The limits to set.
+    pub limits: [(Resource, u64); 3],
+    /// The identity to drop to (the starter is root).
+    pub run_as: Option<RunAs>,
+    /// The Landlock ruleset, built in the parent; `None` only for unconfined processes.
+    pub ruleset: Option<landlock::RulesetCreated>,
+}
+
+/// A netlink `RTM_NEWLINK` request: a 16-byte header and a 16-byte `ifinfomsg`.
+pub(crate) const LOOPBACK_UP_LEN: usize = 32;
+
+/// The request that sets interface 1 (`lo`, always index 1 in a new network namespace) up,
+/// and asks for an acknowledgement.
+pub(crate) fn loopback_up_request() -> [u8; LOOPBACK_UP_LEN] {
+    const RTM_NEWLINK: u16 = 16;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const IFF_UP: u32 = 1;
+    let mut msg = [0u8; LOOPBACK_UP_LEN];
+    msg[0..4].copy_from_slice(&(LOOPBACK_UP_LEN as u32).to_ne_bytes());
+    msg[4..6].copy_from_slice(&RTM_NEWLINK.to_ne_bytes());
+    msg[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    msg[8..12].copy_from_slice(&1u32.to_ne_bytes()); // sequence number
+    // ifinfomsg: family (AF_UNSPEC) and padding, type, index, flags, change.
+    msg[20..24].copy_from_slice(&1i32.to_ne_bytes());
+    msg[24..28].copy_from_slice(&IFF_UP.to_ne_bytes());
+    msg[28..32].copy_from_slice(&IFF_UP.to_ne_bytes());
+    msg
+}
+
+impl ChildSetup {
+    /// The steps before namespaces are unshared: a new session (the starter's controlling
+    /// terminal becomes unreachable), the terminal, the directory, the cgroup.
+    fn enter(&self) -> io::Result<()> {
+        rustix::process::setsid()?;
+        if self.tty {
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+        }
+        rustix::process::fchdir(&self.cwd)?;
+        if let Some(procs) = &self.cgroup_procs {
+            let written = rustix::io::write(procs, b"0")?;
+            if written != 1 {
+                return Err(Errno::IO.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The steps after the namespaces: `lo`, limits, identity, then Landlock (which also sets
+    /// `no_new_privs`) last, so that nothing after it needs what it takes away.
+    fn confine(&mut self) -> io::Result<()> {
+        if let Some(request) = &self.loopback_up {
+            bring_loopback_up(request)?;
+        }
+        for (resource, limit) in self.limits {
+            rustix::process::setrlimit(
+                resource,
+                Rlimit {
+                    current: Some(limit),
+                    maximum: Some(limit),
+                },
+            )?;
+        }
+        if let Some(run_as) = self.run_as {
+            rustix::thread::set_thread_groups(&[])?;
+            rustix::thread::set_thread_res_gid(
+                Gid::from_raw(run_as.gid),
+                Gid::from_raw(run_as.gid),
+                Gid::from_raw(run_as.gid),
+            )?;
+            rustix::thread::set_thread_res_uid(
+                Uid::from_raw(run_as.uid),
+                Uid::from_raw(run_as.uid),
+                Uid::from_raw(run_as.uid),
+            )?;
+        }
+        if let Some(ruleset) = self.ruleset.take() {
+            rustix::thread::set_no_new_privs(true)?;
+            match ruleset.restrict_self() {
+                Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => {}
+                // Only an errno travels back to the parent; this one says "refused".
+                _ => return Err(Errno::PERM.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends `request` on a new netlink socket and checks the kernel's acknowledgement.
+fn bring_loopback_up(request: &[u8; LOOPBACK_UP_LEN]) -> io::Result<()> {
+    use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+    // Protocol 0 of the netlink family is NETLINK_ROUTE.
+    let socket = rustix::net::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::send(&socket, request, SendFlags::empty())?;
+    // The answer is an `nlmsgerr`: a header, then the error (0 for success).
+    let mut answer = [0u8; 64];
+    let (got, _) = rustix::net::recv(&socket, &mut answer, RecvFlags::empty())?;
+    if got < 20 {
+        return Err(Errno::IO.into());
+    }
+    let error = i32::from_ne_bytes([answer[16], answer[17], answer[18], answer[19]]);
+    if error != 0 {
+        return Err(Errno::from_raw_os_error(-error).into());
+    }
+    Ok(())
+}
+
+/// The namespaces a process gets for `network`: a network namespace of its own unless it may
+/// use the host's, and a user namespace too when the starter is not root (an unprivileged
+/// user may create a network namespace only inside a user namespace it owns).
+pub(crate) fn namespaces(network: Network, as_root: bool) -> Option<UnshareFlags> {
+    match (network, as_root) {
+        (Network::All, _) => None,
+        (_, true) => Some(UnshareFlags::NEWNET),
+        (_, false) => Some(UnshareFlags::NEWUSER | UnshareFlags::NEWNET),
+    }
+}
+
+/// Makes the command run `setup` in the child before it runs the program.
+#[allow(unsafe_code)]
+pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSetup) {
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
+    // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
+    // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs and
+    // landlock_restrict_self on the ruleset the parent built) through rustix and the landlock
+    // crate, none of which allocates or takes a lock; its errors are errno values. `unshare`
+    // is given NEWNET and NEWUSER only, never FILES, and the child has one thread, so no
+    // other thread can observe a changed descriptor table.
+    unsafe {
+        command.pre_exec(move || {
+            setup.enter()?;
+            if let Some(flags) = setup.namespaces {
+                rustix::thread::unshare_unsafe(flags)?;
+            }
+            setup.confine()
+        });
+    }
+}

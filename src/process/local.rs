@@ -1,0 +1,393 @@
+//! `LocalProcesses`: processes on this host, each confined by the kernel to a sandbox's roots.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rustix::process::{PidfdFlags, Resource};
+
+use super::cgroup::CgroupParent;
+use super::child::{self, ChildSetup};
+use super::confine;
+use super::policy::{Network, ProcessPolicy};
+use super::run::{self, Wiring};
+use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
+use crate::sandbox::{Access, Sandbox};
+
+/// Starts processes on this host, each held by the kernel to the sandbox's roots: Landlock
+/// for the file system, TCP, signals and abstract sockets; a network namespace of its own for
+/// every other network family; a cgroup (or `RLIMIT_NPROC`) bounding its tasks; an
+/// unprivileged identity and `no_new_privs`. The security document of the repository
+/// (`docs/processes-security.md`) lists each guarantee with its mechanism and test.
+///
+/// # Examples
+///
+/// ```no_run
+/// use capfs::process::{ExecutorProcesses, LocalProcesses, ProcessEvent, ProcessPolicy, ProcessRequest};
+/// use capfs::{Access, Sandbox};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let sandbox = Sandbox::new().with_root("/srv/ws", Access::ReadWrite)?;
+/// let cwd = sandbox.roots()[0].path().clone();
+/// let processes = LocalProcesses::new(sandbox, ProcessPolicy::default().with_run_as(65534, 65534))?;
+/// let mut request = ProcessRequest::new(vec!["ls".into()], cwd);
+/// request.env.push(("PATH".into(), "/usr/bin:/bin".into()));
+/// let mut started = processes.start(request).await?;
+/// while let Some(event) = started.events.recv().await {
+///     if let ProcessEvent::Output { bytes, .. } = event {
+///         print!("{}", String::from_utf8_lossy(&bytes));
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LocalProcesses {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    sandbox: Sandbox,
+    policy: ProcessPolicy,
+    cgroups: Option<CgroupParent>,
+    as_root: bool,
+    running: Arc<AtomicUsize>,
+    confinement: Confinement,
+}
+
+impl LocalProcesses {
+    /// Processes confined to `sandbox`'s roots under `policy`.
+    ///
+    /// # Errors
+    ///
+    /// Unless the policy is [unconfined](ProcessPolicy::unconfined): `PermissionDenied` when the
+    /// kernel cannot enforce it (no Landlock, or an ABI older than 6) or when the starter is
+    /// root and the policy names no unprivileged user; `InvalidInput` for a user or group 0,
+    /// or for roots nested in one another (Landlock cannot keep a directory read-only inside
+    /// a writable one, and a process could move a nested root away).
+    pub fn new(sandbox: Sandbox, policy: ProcessPolicy) -> io::Result<Self> {
+        let as_root = rustix::process::geteuid().is_root();
+        if let Some(run_as) = policy.run_as {
+            if run_as.uid == 0 || run_as.gid == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "processes cannot run as user or group 0",
+                ));
+            }
+            if !as_root {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a user to run processes as needs a starter running as root",
+                ));
+            }
+        }
+        let cgroups = if as_root {
+            CgroupParent::detect()
+        } else {
+            None
+        };
+        let confinement = if policy.unconfined {
+            Confinement::Unconfined
+        } else {
+            if as_root && policy.run_as.is_none() {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "running as root: processes need an unprivileged user to run as (run_as)",
+                ));
+            }
+            refuse_nested(&sandbox)?;
+            confine::probe(policy.network)?;
+            Confinement::Enforced(describe(&policy, cgroups.is_some()))
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                sandbox,
+                policy,
+                cgroups,
+                as_root,
+                running: Arc::new(AtomicUsize::new(0)),
+                confinement,
+            }),
+        })
+    }
+
+    /// The sandbox processes are confined to.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.inner.sandbox
+    }
+}
+
+fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
+    let network = match policy.network {
+        Network::None => "no network (own namespace, tcp refused)",
+        Network::Loopback => "own loopback only (own namespace)",
+        Network::All => "host network",
+    };
+    let tasks = if cgroup {
+        "cgroup pids"
+    } else {
+        "RLIMIT_NPROC"
+    };
+    let user = match policy.run_as {
+        Some(run_as) => format!("uid {} gid {}", run_as.uid, run_as.gid),
+        None => "the starter's uid".to_owned(),
+    };
+    format!(
+        "landlock (fs, tcp, signal and abstract socket scopes); {network}; tasks bounded by {tasks}; {user}; no_new_privs"
+    )
+}
+
+fn refuse_nested(sandbox: &Sandbox) -> io::Result<()> {
+    let roots = sandbox.roots();
+    for (i, outer) in roots.iter().enumerate() {
+        for inner in roots.iter().skip(i + 1) {
+            let (a, b) = (outer.path(), inner.path());
+            if a.strip_prefix(b).is_some() || b.strip_prefix(a).is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{a} and {b}: nested roots cannot be given to processes"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A place among the processes running at once, given back when the process closes.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(running: &Arc<AtomicUsize>, max: usize) -> io::Result<Self> {
+        running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::QuotaExceeded,
+                    format!("{max} processes are running: no more may start"),
+                )
+            })?;
+        Ok(Self(running.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A process's private temporary directory, removed when it closes.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // std's removal does not follow links the process may have planted.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message.to_owned())
+}
+
+fn validate(request: &ProcessRequest) -> io::Result<()> {
+    let Some(program) = request.argv.first() else {
+        return Err(invalid("argv is empty"));
+    };
+    let strings = request.argv.iter().chain(&request.arg0);
+    if strings.clone().any(|s| s.contains('\0')) {
+        return Err(invalid("an argument has a NUL byte"));
+    }
+    for (name, value) in &request.env {
+        if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
+            return Err(invalid(
+                "an environment variable's name or value is malformed",
+            ));
+        }
+    }
+    if program.is_empty() {
+        return Err(invalid("the program's name is empty"));
+    }
+    if !program.contains('/') && !request.env.iter().any(|(name, _)| name == "PATH") {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{program}: no PATH in the environment to find it on"),
+        ));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ExecutorProcesses for LocalProcesses {
+    fn confinement(&self) -> Confinement {
+        self.inner.confinement.clone()
+    }
+
+    async fn start(&self, request: ProcessRequest) -> io::Result<StartedProcess> {
+        validate(&request)?;
+        let inner = &self.inner;
+        let slot = Slot::take(&inner.running, inner.policy.max_processes)?;
+        let narrowed;
+        let sandbox = match &request.narrowing {
+            None => &inner.sandbox,
+            Some(dirs) => {
+                let narrowing = inner.sandbox.narrowed(dirs)?;
+                if let Some(Err(e)) = narrowing.dirs.into_iter().find(Result::is_err) {
+                    return Err(e);
+                }
+                narrowed = narrowing.sandbox;
+                &narrowed
+            }
+        };
+        let cwd = open_cwd(sandbox, &request)?;
+        let policy = &inner.policy;
+        let temp = make_temp(&policy.temp_parent, policy)?;
+        let temp_dir = std::fs::File::open(&temp.0)?;
+        let ruleset = match policy.unconfined {
+            true => None,
+            false => Some(confine::ruleset(&confine::Reach {
+                roots: sandbox.roots(),
+                temp: &temp_dir,
+                read_only: &policy.read_only_paths,
+                network: policy.network,
+            })?),
+        };
+        let cgroup = match &inner.cgroups {
+            Some(parent) => Some(parent.create(policy.max_tasks)?),
+            None => None,
+        };
+        let cgroup_procs = cgroup.as_ref().map(|c| c.procs_for_entry()).transpose()?;
+        let tty = request.tty;
+        let pty = tty
+            .map(|size| super::pty::open(size, policy.run_as))
+            .transpose()?;
+        let mut command = tokio::process::Command::new(&request.argv[0]);
+        command.args(&request.argv[1..]);
+        if let Some(arg0) = &request.arg0 {
+            command.arg0(arg0);
+        }
+        command.env_clear();
+        command.envs(request.env.iter().map(|(k, v)| (k, v)));
+        command.env("TMPDIR", &temp.0);
+        match &pty {
+            Some(pty) => {
+                command.stdin(Stdio::from(pty.terminal.try_clone()?));
+                command.stdout(Stdio::from(pty.terminal.try_clone()?));
+                command.stderr(Stdio::from(pty.terminal.try_clone()?));
+            }
+            None => {
+                let stdin = if request.pipe_stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                };
+                command.stdin(stdin);
+                command.stdout(Stdio::piped());
+                command.stderr(Stdio::piped());
+            }
+        }
+        let confined = !policy.unconfined;
+        let tasks = match inner.cgroups.is_some() {
+            // The cgroup bounds each process's tree; the user's count is a second line.
+            true => policy.max_tasks.saturating_mul(policy.max_processes as u64),
+            false => policy.max_tasks,
+        };
+        child::install(
+            &mut command,
+            ChildSetup {
+                cwd,
+                tty: tty.is_some(),
+                cgroup_procs,
+                namespaces: confined
+                    .then(|| child::namespaces(policy.network, inner.as_root))
+                    .flatten(),
+                loopback_up: (confined && policy.network == Network::Loopback)
+                    .then(child::loopback_up_request),
+                limits: [
+                    (Resource::Core, 0),
+                    (Resource::Fsize, policy.file_size_limit),
+                    (Resource::Nproc, tasks),
+                ],
+                run_as: policy.run_as,
+                ruleset,
+            },
+        );
+        let child = command
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", request.argv[0])))?;
+        drop(command);
+        let pid = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+        let pidfd = rustix::process::pidfd_open(
+            pid.ok_or_else(|| invalid("the process has no id"))?,
+            PidfdFlags::empty(),
+        )?;
+        let wiring = match pty {
+            Some(pty) => Wiring::Terminal(pty.controller),
+            None => {
+                let mut child = child;
+                let wiring = Wiring::Pipes {
+                    stdin: child.stdin.take(),
+                    stdout: child.stdout.take().ok_or_else(|| invalid("no stdout"))?,
+                    stderr: child.stderr.take().ok_or_else(|| invalid("no stderr"))?,
+                };
+                return run::launch(
+                    child,
+                    pidfd,
+                    cgroup,
+                    wiring,
+                    policy.time_limit,
+                    Box::new((slot, temp)),
+                );
+            }
+        };
+        run::launch(
+            child,
+            pidfd,
+            cgroup,
+            wiring,
+            policy.time_limit,
+            Box::new((slot, temp)),
+        )
+    }
+
+    fn time_limit(&self) -> Option<Duration> {
+        self.inner.policy.time_limit
+    }
+}
+
+/// The working directory opened through the sandbox: a directory under no root, or reached
+/// through a link that leads out of its root, is `PermissionDenied`.
+fn open_cwd(sandbox: &Sandbox, request: &ProcessRequest) -> io::Result<OwnedFd> {
+    let narrowing = sandbox.narrowed(&[(request.cwd.clone(), Access::ReadOnly)])?;
+    if let Some(Err(e)) = narrowing.dirs.into_iter().next() {
+        return Err(e);
+    }
+    let root = narrowing
+        .sandbox
+        .roots()
+        .first()
+        .ok_or_else(|| crate::error::outside_roots(&request.cwd))?;
+    let dir = root.dir().try_clone()?;
+    Ok(dir.into_std_file().into())
+}
+
+fn make_temp(parent: &Path, policy: &ProcessPolicy) -> io::Result<TempDir> {
+    let path = parent.join(format!("capfs-process-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+    let temp = TempDir(path);
+    if let Some(run_as) = policy.run_as {
+        std::os::unix::fs::chown(&temp.0, Some(run_as.uid), Some(run_as.gid))?;
+    }
+    Ok(temp)
+}

@@ -1,0 +1,145 @@
+//! `LocalProcesses`: the escape table of `tests/escapes/processes.json` run through it
+//! (`escapes.rs`), and what a shell command alone cannot show (`bounds.rs`): output
+//! back-pressure, fork bombs, the bound on processes, the whole tree ended, terminals,
+//! descriptors.
+
+mod bounds;
+mod escapes;
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use capfs::process::{
+    ExecutorProcesses, LocalProcesses, Network, ProcessEvent, ProcessExit, ProcessPolicy,
+    ProcessRequest, StartedProcess,
+};
+use capfs::{AbsolutePathBuf, Access, Sandbox};
+
+/// The unprivileged user processes run as (`nobody`).
+pub(crate) const EXEC_UID: u32 = 65534;
+
+/// The longest a test waits for one process to close.
+pub(crate) const CLOSE_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A read-write root owned by the process's user, in a directory others may traverse.
+pub(crate) struct Workspace {
+    pub base: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+impl Workspace {
+    pub(crate) fn new() -> Self {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = base.path().canonicalize().unwrap().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::chown(&root, Some(EXEC_UID), Some(EXEC_UID)).unwrap();
+        Self { base, root }
+    }
+
+    pub(crate) fn processes(&self, policy: ProcessPolicy) -> LocalProcesses {
+        let sandbox = Sandbox::new()
+            .with_root(&self.root, Access::ReadWrite)
+            .unwrap();
+        LocalProcesses::new(sandbox, policy.with_run_as(EXEC_UID, EXEC_UID)).unwrap()
+    }
+}
+
+pub(crate) fn policy(network: Network) -> ProcessPolicy {
+    ProcessPolicy::default().with_network(network)
+}
+
+/// `sh -c command` in `cwd` with a minimal environment.
+pub(crate) fn shell(shell: &str, command: &str, cwd: &Path) -> ProcessRequest {
+    let mut request = ProcessRequest::new(
+        vec![shell.to_owned(), "-c".to_owned(), command.to_owned()],
+        AbsolutePathBuf::new(cwd).unwrap(),
+    );
+    request.env = vec![
+        (
+            "PATH".to_owned(),
+            "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".to_owned(),
+        ),
+        ("LC_ALL".to_owned(), "C".to_owned()),
+    ];
+    request
+}
+
+/// What a process wrote (both outputs, in arrival order) and how it ended.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub output: Vec<u8>,
+    pub exit: ProcessExit,
+}
+
+impl Finished {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.output).into_owned()
+    }
+}
+
+/// Reads every event to `Closed`, checking their order; `on_output` sees the output so far
+/// and may act on the process (terminate it once it is ready).
+pub(crate) async fn finish(
+    mut started: StartedProcess,
+    mut on_output: impl FnMut(&[u8]) -> bool,
+) -> io::Result<Finished> {
+    let deadline = Instant::now() + CLOSE_DEADLINE;
+    let mut output = Vec::new();
+    let mut exit = None;
+    let mut acted = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = tokio::time::timeout(left, started.events.recv())
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the process did not close"))?;
+        match event {
+            Some(ProcessEvent::Output { bytes, .. }) => {
+                assert!(!bytes.is_empty() && bytes.len() <= 64 * 1024);
+                output.extend_from_slice(&bytes);
+                if !acted && on_output(&output) {
+                    acted = true;
+                    started.control.terminate().await?;
+                }
+            }
+            Some(ProcessEvent::Exited(e)) => {
+                assert!(exit.is_none(), "two exits");
+                exit = Some(e);
+            }
+            Some(ProcessEvent::Closed) => {
+                let exit = exit.expect("Closed before Exited");
+                assert!(started.events.recv().await.is_none(), "events after Closed");
+                return Ok(Finished { output, exit });
+            }
+            None => panic!("the events ended without Closed"),
+        }
+    }
+}
+
+/// Starts `request` and reads it to the end.
+pub(crate) async fn run(
+    processes: &LocalProcesses,
+    request: ProcessRequest,
+) -> io::Result<Finished> {
+    let started = processes.start(request).await?;
+    finish(started, |_| false).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_shell_runs_in_its_root() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let done = run(
+        &processes,
+        shell("sh", "echo hi > made && cat made && id -u && pwd", &ws.root),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.exit, ProcessExit::code(0), "{}", done.text());
+    assert_eq!(
+        done.text(),
+        format!("hi\n{EXEC_UID}\n{}\n", ws.root.display())
+    );
+}
