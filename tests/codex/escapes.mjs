@@ -50,6 +50,10 @@ export async function play(target, c, f) {
     if (changed.length) escapes.push(`${path.basename(dir)} changed: ${changed.slice(0, 3).join(', ')}`);
   });
   const checks = c.escaped_if ?? [];
+  // A peer that reached a harness socket may not have been accepted yet: its socket's events
+  // are given a short bounded while to come in.
+  const sockets = [...checks, c.reaches].filter((k) => k in counts);
+  if (sockets.length) await until(() => sockets.some((k) => f.listeners.counts()[k] > counts[k]), 300);
   const after = f.listeners.counts();
   for (const check of checks) {
     if (check === 'marker' && /^ESCAPED$/m.test(output)) escapes.push('ESCAPED printed');
@@ -77,7 +81,11 @@ export async function play(target, c, f) {
   }
   if (escapes.length) return { outcome: expect === 'held-or-documented' ? 'limit' : 'escaped', why };
   if (!output.includes(START)) return { outcome: 'not run', why: `${r.error ?? ''} ${output}`.trim().slice(0, 200) };
-  if (expect === 'allowed') return /^ALLOWED$/m.test(output) ? { outcome: 'ok' } : { outcome: 'denied', why: output.slice(0, 200) };
+  if (expect === 'allowed') {
+    const reached = !c.reaches || after[c.reaches] > counts[c.reaches];
+    if (/^ALLOWED$/m.test(output) && reached) return { outcome: 'ok' };
+    return { outcome: 'denied', why: `${reached ? '' : `${c.reaches} not reached; `}${output.slice(0, 200)}` };
+  }
   if (expect === 'refused') return { outcome: 'started', why: 'the start was not refused, but nothing left' };
   if (r.timedOut && !c.terminate) return { outcome: 'held', why: 'ran to the deadline' };
   return { outcome: 'held' };

@@ -64,7 +64,7 @@ async fn a_shell_command_cannot_leave_its_root_nor_see_the_servers_environment()
     let reply = peer
         .request("process/start", start(&ws, "esc", script, false))
         .await;
-    assert_eq!(reply["result"]["sandboxType"], "capfs", "{reply}");
+    assert_eq!(reply["result"]["sandboxType"], "linuxSeccomp", "{reply}");
     let told = until_closed(&mut peer, "esc").await;
     let stdout = String::from_utf8_lossy(&told.stdout);
     assert!(!stdout.contains("canary contents"), "{stdout}");

@@ -228,9 +228,11 @@ async fn start(
         }
         .run(),
     );
+    // codex 0.169 refuses a start whose reply names a sandbox outside its own enum, so a
+    // confined process is reported as the Linux sandbox codex knows.
     let sandbox_type = match server.imp.confinement() {
         Confinement::Unconfined => "none",
-        _ => "capfs",
+        _ => "linuxSeccomp",
     };
     reply(StartResponse {
         process_id: p.process_id,
