@@ -41,6 +41,7 @@ const executors = [
   {
     name: 'capfs serve --exec',
     skip: !servesProcesses && 'this capfs binary does not serve processes',
+    confines: true,
     // The sandbox runs commands as EXEC_UID: the workspace is that uid's.
     owner: EXEC_UID,
     start: (ws) => executor(CAPFS_BIN, ['serve', '--listen', 'ws://127.0.0.1:0', '--root', ws, '--exec', '--exec-user', `${EXEC_UID}:${EXEC_UID}`]),
@@ -48,6 +49,7 @@ const executors = [
   {
     name: 'codex exec-server',
     skip: false,
+    confines: false,
     // codex runs commands as itself (root here), and its sandbox needs the workspace to be its.
     owner: 0,
     start: (ws) => executor(CODEX_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { CODEX_HOME: scratch('proc-exe-home') }),
@@ -109,14 +111,17 @@ for (const ex of executors) {
       }
     });
 
-    test('in workspace-write mode a command writing outside the workspace is refused', async () => {
-      const target = path.join(outside, 'planted.txt');
+    // In full-access mode codex asks for no sandbox at all: only an executor that confines by
+    // itself (capfs) holds there, so codex's own is checked in workspace-write alone.
+    const modes = ex.confines ? ['workspace-write', 'danger-full-access'] : ['workspace-write'];
+    for (const sandbox of modes) test(`in ${sandbox} mode a command writing outside the workspace is refused`, async () => {
+      const target = path.join(outside, `planted-${sandbox}.txt`);
       const model = await scriptedModel([
         [{ call: 'exec_command', args: { cmd: `echo planted > ${target}; echo pwned >> ${path.join(outside, 'canary.txt')}; echo status:$?` } }],
         [{ say: 'done' }],
       ]);
       try {
-        const run = await codexExec({ home: scratch('home'), model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
+        const run = await codexExec({ home: scratch('home'), model, executor: server.url, cwd: ws, sandbox, prompt: 'go' });
         assert.equal(model.requests.length, 2, run.output);
         const out = lastToolOutput(model.requests);
         // The command ran, and its writes failed.
