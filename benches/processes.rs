@@ -177,7 +177,11 @@ async fn run(ws: &mut Ws, server: &Server, id: u64, argv: &[&str], cwd: &Path) -
             };
         } else if !text.contains("\"method\"") {
             // The one request in flight is this start: anything without a method is its reply.
-            assert!(text.contains("\"result\""), "{}: process/start: {text}", server.name);
+            assert!(
+                text.contains("\"result\""),
+                "{}: process/start: {text}",
+                server.name
+            );
             reply = Some(started.elapsed());
         }
     }
@@ -208,14 +212,22 @@ async fn measure(server: &Server, root: &Path, starts: usize, next_id: &mut u64,
         f.true_closed.push(r.closed);
         *next_id += 1;
         let r = run(&mut ws, server, *next_id, &["cat", small], root).await;
-        assert_eq!(r.output_bytes, 4096, "{}: cat returned the whole file", server.name);
+        assert_eq!(
+            r.output_bytes, 4096,
+            "{}: cat returned the whole file",
+            server.name
+        );
         f.cat_first.push(r.first_output.expect("cat wrote"));
         f.cat_closed.push(r.closed);
     }
     *next_id += 1;
     let argv = ["head", "-c", "268435456", "/dev/zero"];
     let r = run(&mut ws, server, *next_id, &argv, root).await;
-    assert_eq!(r.output_bytes, OUTPUT_BYTES, "{}: all of the output", server.name);
+    assert_eq!(
+        r.output_bytes, OUTPUT_BYTES,
+        "{}: all of the output",
+        server.name
+    );
     f.mb_per_s
         .push(OUTPUT_BYTES as f64 / 1e6 / r.closed.as_secs_f64());
     let _ = ws.close(None).await;
@@ -224,7 +236,10 @@ async fn measure(server: &Server, root: &Path, starts: usize, next_id: &mut u64,
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: not a number: {v}")))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: not a number: {v}"))
+        })
         .unwrap_or(default)
 }
 

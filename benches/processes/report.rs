@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use super::{Figures, median};
 
+/// One row of the table: its label and how it picks a median from a server's figures.
+type Row = (&'static str, fn(&Figures) -> Duration);
+
 /// The sandbox may cost at most this much of an unconfined start.
 const SANDBOX_TARGET: f64 = 1.2;
 /// A confined capfs start should take at most this share of codex's confined start.
@@ -22,13 +25,15 @@ pub(super) fn print(names: &[&str], figures: &[Figures], starts: usize, rounds: 
     println!(
         "process bench: {starts} starts of each command per round, {rounds} rounds, servers alternated; medians"
     );
-    let rows: [(&str, fn(&Figures) -> Duration); 4] = [
+    let rows: [Row; 4] = [
         ("true: start to reply", |f| median(f.true_reply.clone())),
         ("true: start to closed", |f| median(f.true_closed.clone())),
         ("cat 4 KiB: start to first output", |f| {
             median(f.cat_first.clone())
         }),
-        ("cat 4 KiB: start to closed", |f| median(f.cat_closed.clone())),
+        ("cat 4 KiB: start to closed", |f| {
+            median(f.cat_closed.clone())
+        }),
     ];
     let width = 36;
     print!("{:width$}", "");
@@ -60,7 +65,11 @@ pub(super) fn print(names: &[&str], figures: &[Figures], starts: usize, rounds: 
     let sandbox = ratio(closed(confined), closed(unconfined));
     println!(
         "capfs confined / capfs unconfined, `true` start to closed: {sandbox:.2}x (target <= {SANDBOX_TARGET}x: {})",
-        if sandbox <= SANDBOX_TARGET { "met" } else { "NOT met" }
+        if sandbox <= SANDBOX_TARGET {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
     let cat = ratio(
         median(confined.cat_closed.clone()),
@@ -71,7 +80,11 @@ pub(super) fn print(names: &[&str], figures: &[Figures], starts: usize, rounds: 
         let against = ratio(closed(confined), closed(codex));
         println!(
             "capfs confined / codex workspace-write, `true` start to closed: {against:.2}x (target <= {CODEX_TARGET}x: {})",
-            if against <= CODEX_TARGET { "met" } else { "NOT met" }
+            if against <= CODEX_TARGET {
+                "met"
+            } else {
+                "NOT met"
+            }
         );
         let cat = ratio(
             median(confined.cat_closed.clone()),
