@@ -1,14 +1,27 @@
-//! `Environment`: one way to obtain a file system, local or remote.
+//! `Environment`: one way to obtain a file system, local or remote, and the processes that go
+//! with it where there are some.
 
 use std::io;
 use std::sync::Arc;
 
+use crate::process::ExecutorProcesses;
 use crate::{ExecutorFileSystem, LocalFileSystem, RemoteFileSystem, RemoteOptions, Sandbox};
 
 /// Where an agent's tools get their file system from.
 #[derive(Clone)]
 pub struct Environment {
     file_system: Arc<dyn ExecutorFileSystem>,
+    processes: Option<Arc<dyn ExecutorProcesses>>,
+}
+
+fn remote_parts(remote: RemoteFileSystem) -> Environment {
+    let processes = remote
+        .processes()
+        .map(|p| Arc::new(p) as Arc<dyn ExecutorProcesses>);
+    Environment {
+        file_system: Arc::new(remote),
+        processes,
+    }
 }
 
 impl Environment {
@@ -16,7 +29,16 @@ impl Environment {
     pub fn local(sandbox: Sandbox) -> Self {
         Self {
             file_system: Arc::new(LocalFileSystem::new(sandbox)),
+            processes: None,
         }
+    }
+
+    /// This environment, with `processes` for its commands (a
+    /// [`LocalProcesses`](crate::process::LocalProcesses) over the same roots, say).
+    #[must_use]
+    pub fn with_processes(mut self, processes: Arc<dyn ExecutorProcesses>) -> Self {
+        self.processes = Some(processes);
+        self
     }
 
     /// A remote file system served by `capfs serve` at `url` (`ws://HOST:PORT`).
@@ -25,10 +47,7 @@ impl Environment {
     ///
     /// Whatever [`RemoteFileSystem::connect`] returns.
     pub async fn remote(url: &str, options: RemoteOptions) -> io::Result<Self> {
-        let remote = RemoteFileSystem::connect(url, options).await?;
-        Ok(Self {
-            file_system: Arc::new(remote),
-        })
+        Ok(remote_parts(RemoteFileSystem::connect(url, options).await?))
     }
 
     /// A remote file system served by `capfs serve --listen stdio` run by `command` (through
@@ -38,10 +57,15 @@ impl Environment {
     ///
     /// Whatever [`RemoteFileSystem::connect_command`] returns.
     pub async fn remote_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
-        let remote = RemoteFileSystem::connect_command(command, options).await?;
-        Ok(Self {
-            file_system: Arc::new(remote),
-        })
+        Ok(remote_parts(
+            RemoteFileSystem::connect_command(command, options).await?,
+        ))
+    }
+
+    /// The processes commands run as, when there are: a remote server's when it serves them
+    /// (`capfs serve --exec`), or those given with [`with_processes`](Self::with_processes).
+    pub fn processes(&self) -> Option<Arc<dyn ExecutorProcesses>> {
+        self.processes.clone()
     }
 
     /// The file system, shareable across tasks.

@@ -105,7 +105,8 @@ pub use file_system::{
 };
 pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowed, Narrowing};
 pub use path::AbsolutePathBuf;
-pub use remote::{RemoteFileSystem, RemoteOptions};
+pub use process::{LocalProcesses, ProcessPolicy};
+pub use remote::{RemoteFileSystem, RemoteOptions, RemoteProcesses};
 pub use sandbox::{Access, Root, Sandbox};
 
 /// The README's examples, compiled and run as doctests so they never rot.

@@ -119,6 +119,10 @@ pub enum Command {
     /// stdin/stdout, confined to the roots (`capfs mcp DIR...`, --root, --read-only) or served
     /// by a capfs server (--remote, --remote-command).
     Mcp(crate::mcp::McpArgs),
+    /// Run one command in the sandbox, like `ssh host cmd`: through a server's processes
+    /// (--remote, `capfs serve --exec`) or confined here to --root; its exit status is the
+    /// command's.
+    Exec(crate::exec::ExecArgs),
     /// List the sandbox roots and their access.
     Roots {
         /// One JSON document instead of text.

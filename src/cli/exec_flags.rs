@@ -59,7 +59,7 @@ pub struct ExecFlags {
     pub exec_unconfined: bool,
 }
 
-fn parse_user(text: &str) -> Result<(u32, u32), String> {
+pub fn parse_user(text: &str) -> Result<(u32, u32), String> {
     let number = |part: &str| {
         part.parse::<u32>()
             .map_err(|_| format!("{part:?} is not a user or group number"))

@@ -17,6 +17,7 @@ use capfs::{
 
 mod args;
 mod destinations;
+mod exec;
 mod exec_flags;
 mod fail;
 mod listing;
@@ -67,6 +68,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         if let Command::Serve(args) = cli.command {
             return serve(args).await;
+        }
+        if let Command::Exec(args) = cli.command {
+            return exec::run(&cli.target, args).await;
         }
         if let Command::Mcp(args) = cli.command {
             return mcp::run(args)
@@ -208,7 +212,11 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
         Ok(out)
     };
     match command {
-        Command::Serve(_) | Command::Mcp(_) | Command::Completions { .. } | Command::Man => {
+        Command::Serve(_)
+        | Command::Mcp(_)
+        | Command::Exec(_)
+        | Command::Completions { .. }
+        | Command::Man => {
             unreachable!("handled in main")
         }
         Command::Roots { json } => listing::roots(resolver.roots(), json),

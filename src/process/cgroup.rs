@@ -7,6 +7,7 @@ use std::fs;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rustix::process::{Pid, Signal, kill_process};
 
@@ -18,10 +19,18 @@ const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
 /// while the previous one ran.
 const KILL_ROUNDS: usize = 1000;
 
+/// How long a cgroup whose tasks were killed is waited for before its removal is put off:
+/// a killed task stays attached (the directory busy) until its parent or init reaps it.
+const REMOVE_DEADLINE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Cgroups whose removal was put off, tried again at the next start and at the end.
+type Pending = Arc<Mutex<Vec<PathBuf>>>;
+
 /// Where this crate's cgroups are made, when the hierarchy is there and writable.
 #[derive(Debug)]
 pub(crate) struct CgroupParent {
     dir: PathBuf,
+    pending: Pending,
 }
 
 impl CgroupParent {
@@ -39,16 +48,31 @@ impl CgroupParent {
         fs::create_dir(&probe).ok()?;
         let writable = fs::write(probe.join("pids.max"), b"1").is_ok();
         fs::remove_dir(&probe).ok()?;
-        writable.then_some(Self { dir })
+        writable.then(|| Self {
+            dir,
+            pending: Pending::default(),
+        })
+    }
+
+    /// Removes the put-off cgroups that are free now.
+    fn sweep(&self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|dir| {
+            fs::remove_dir(dir).is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
+        });
     }
 
     /// A new cgroup with at most `max_tasks` tasks.
     pub(crate) fn create(&self, max_tasks: u64) -> io::Result<Cgroup> {
+        self.sweep();
         let dir = self
             .dir
             .join(format!("p-{}", uuid::Uuid::new_v4().simple()));
         fs::create_dir(&dir)?;
-        let cgroup = Cgroup { dir };
+        let cgroup = Cgroup {
+            dir,
+            pending: self.pending.clone(),
+        };
         fs::write(cgroup.dir.join("pids.max"), max_tasks.to_string())?;
         Ok(cgroup)
     }
@@ -58,6 +82,7 @@ impl CgroupParent {
 #[derive(Debug)]
 pub(crate) struct Cgroup {
     dir: PathBuf,
+    pending: Pending,
 }
 
 impl Cgroup {
@@ -101,14 +126,28 @@ impl Cgroup {
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        if self.kill_all() {
-            // Tasks just killed may still be leaving; a few tries, then it is left behind.
-            for _ in 0..KILL_ROUNDS {
-                match fs::remove_dir(&self.dir) {
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::yield_now(),
-                    _ => break,
+        if !self.kill_all() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + REMOVE_DEADLINE;
+        loop {
+            match fs::remove_dir(&self.dir) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    if std::time::Instant::now() > deadline {
+                        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                        pending.push(std::mem::take(&mut self.dir));
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
+                _ => return,
             }
         }
+    }
+}
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        self.sweep();
     }
 }

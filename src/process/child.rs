@@ -32,6 +32,8 @@ pub(crate) struct ChildSetup {
     pub run_as: Option<RunAs>,
     /// The Landlock ruleset, built in the parent; `None` only for unconfined processes.
     pub ruleset: Option<landlock::RulesetCreated>,
+    /// The seccomp filter refusing UNIX sockets, for processes without the host's network.
+    pub seccomp: Option<seccompiler::BpfProgram>,
 }
 
 /// A netlink `RTM_NEWLINK` request: a 16-byte header and a 16-byte `ifinfomsg`.
@@ -110,6 +112,9 @@ impl ChildSetup {
                 _ => return Err(Errno::PERM.into()),
             }
         }
+        if let Some(filter) = &self.seccomp {
+            seccompiler::apply_filter(filter).map_err(|_| Errno::PERM)?;
+        }
         Ok(())
     }
 }
@@ -155,18 +160,32 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
-    // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs and
-    // landlock_restrict_self on the ruleset the parent built) through rustix and the landlock
-    // crate, none of which allocates or takes a lock; its errors are errno values. `unshare`
-    // is given NEWNET and NEWUSER only, never FILES, and the child has one thread, so no
-    // other thread can observe a changed descriptor table.
+    // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs,
+    // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
+    // parent built, close_range) through rustix, the landlock and seccompiler crates and
+    // libc's raw `syscall`, none of which allocates or takes a lock: landlock 0.4.8's
+    // `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
+    // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
+    // prctl and the syscall on a `sock_fprog` on the stack. Errors are errno values.
+    // `unshare` is given NEWNET and NEWUSER only, never FILES, and the child has one thread,
+    // so no other thread can observe a changed descriptor table.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;
             if let Some(flags) = setup.namespaces {
                 rustix::thread::unshare_unsafe(flags)?;
             }
-            setup.confine()
+            setup.confine()?;
+            // Descriptors the starter inherited without close-on-exec stay with it.
+            match libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
         });
     }
 }

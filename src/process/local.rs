@@ -60,6 +60,8 @@ struct Inner {
     as_root: bool,
     running: Arc<AtomicUsize>,
     confinement: Confinement,
+    /// The seccomp filter of processes without the host's network, built once.
+    unix_filter: Option<seccompiler::BpfProgram>,
 }
 
 impl LocalProcesses {
@@ -93,6 +95,10 @@ impl LocalProcesses {
         } else {
             None
         };
+        let unix_filter = match (policy.unconfined, policy.network) {
+            (false, Network::None | Network::Loopback) => Some(super::seccomp::no_unix_sockets()?),
+            _ => None,
+        };
         let confinement = if policy.unconfined {
             Confinement::Unconfined
         } else {
@@ -114,6 +120,7 @@ impl LocalProcesses {
                 as_root,
                 running: Arc::new(AtomicUsize::new(0)),
                 confinement,
+                unix_filter,
             }),
         })
     }
@@ -126,8 +133,8 @@ impl LocalProcesses {
 
 fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     let network = match policy.network {
-        Network::None => "no network (own namespace, tcp refused)",
-        Network::Loopback => "own loopback only (own namespace)",
+        Network::None => "no network (own namespace, tcp refused, no unix sockets)",
+        Network::Loopback => "own loopback only (own namespace, no unix sockets)",
         Network::All => "host network",
     };
     let tasks = if cgroup {
@@ -245,6 +252,8 @@ impl ExecutorProcesses for LocalProcesses {
                     return Err(e);
                 }
                 narrowed = narrowing.sandbox;
+                // Nested directories of a narrowing are refused for the reason nested roots are.
+                refuse_nested(&narrowed)?;
                 &narrowed
             }
         };
@@ -319,6 +328,7 @@ impl ExecutorProcesses for LocalProcesses {
                 ],
                 run_as: policy.run_as,
                 ruleset,
+                seccomp: inner.unix_filter.clone(),
             },
         );
         let child = command

@@ -24,6 +24,7 @@ mod local;
 mod policy;
 mod pty;
 mod run;
+mod seccomp;
 
 pub use local::LocalProcesses;
 pub use policy::{Network, ProcessPolicy, RunAs};

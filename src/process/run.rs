@@ -54,6 +54,7 @@ struct Shared {
     pid: u32,
     pidfd: OwnedFd,
     cgroup: Mutex<Option<Cgroup>>,
+    had_cgroup: bool,
     state: Mutex<State>,
     input: tokio::sync::Mutex<Input>,
     terminal: Option<Arc<AsyncFd<OwnedFd>>>,
@@ -67,11 +68,15 @@ impl Shared {
             let _ = rustix::process::pidfd_send_signal(&self.pidfd, Signal::KILL);
         }
         let cgroup = self.cgroup.lock().unwrap_or_else(|e| e.into_inner());
-        match &*cgroup {
-            Some(cgroup) => {
+        match (&*cgroup, self.had_cgroup) {
+            (Some(cgroup), _) => {
                 cgroup.kill_all();
             }
-            None => {
+            // The cgroup is removed once the process closed: nothing of it is left.
+            (None, true) => {}
+            // A process group's id is not reused while any member lives, so this reaches
+            // only the process's own group.
+            (None, false) => {
                 if let Some(pid) = Pid::from_raw(self.pid as i32) {
                     let _ = rustix::process::kill_process_group(pid, Signal::KILL);
                 }
@@ -222,6 +227,7 @@ pub(crate) fn launch(
     let shared = Arc::new(Shared {
         pid,
         pidfd,
+        had_cgroup: cgroup.is_some(),
         cgroup: Mutex::new(cgroup),
         state: Mutex::new(State::default()),
         input: tokio::sync::Mutex::new(input),
@@ -259,15 +265,16 @@ pub(crate) fn launch(
         for reader in readers {
             let _ = reader.await;
         }
+        // Closed means nothing of the process is left: its cgroup, its temporary directory
+        // and its place among the running are given back first, off this task's thread
+        // (the cgroup waits for its last tasks to leave, the directory may be large).
+        let cgroup = shared
+            .cgroup
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let _ = tokio::task::spawn_blocking(move || drop((held, cgroup))).await;
         let _ = sender.send(ProcessEvent::Closed).await;
-        drop(
-            shared
-                .cgroup
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
-        drop(held);
     });
     Ok(StartedProcess::new(pid, control, events))
 }

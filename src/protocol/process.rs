@@ -1,5 +1,5 @@
 //! Wire types of the process methods of the codex exec-server protocol (codex 0.169), and
-//! capfs's one extension to them, `capfs/processResize`. Serde only; no I/O happens here.
+//! capfs's two extensions to them, `capfs/processResize` and `capfs/processCloseInput`. Serde only; no I/O happens here.
 //!
 //! A client names each process with an id of its own (`processId`, unique within its session).
 //! Output and the end of a process are pushed as notifications, each with a `seq` counted per
@@ -22,6 +22,9 @@ pub const PROCESS_SIGNAL_METHOD: &str = "process/signal";
 pub const PROCESS_TERMINATE_METHOD: &str = "process/terminate";
 /// `capfs/processResize`: a new size for a process's terminal (capfs's extension).
 pub const CAPFS_PROCESS_RESIZE_METHOD: &str = "capfs/processResize";
+/// `capfs/processCloseInput`: the end of a process's input, `{processId}` (capfs's
+/// extension; codex has no way to send it).
+pub const CAPFS_PROCESS_CLOSE_INPUT_METHOD: &str = "capfs/processCloseInput";
 /// The notification of a chunk of output.
 pub const PROCESS_OUTPUT_METHOD: &str = "process/output";
 /// The notification that a process ended.
@@ -88,7 +91,8 @@ pub struct StartParams {
 pub struct StartResponse {
     /// The client's name for the process.
     pub process_id: String,
-    /// How the process is confined: `capfs` (by the kernel) or `none`.
+    /// How the process is confined, by codex's names: `linuxSeccomp` (by the kernel: the
+    /// mechanisms are in `environmentInfo.processes`) or `none`.
     pub sandbox_type: String,
 }
 

@@ -83,6 +83,10 @@ pub(super) struct Client {
     pub(super) narrow_roots: bool,
     /// The server reads ranges of files (`capfs/readFileRange`).
     pub(super) ranges: bool,
+    /// The processes started through this connection, by id, where their notifications go.
+    pub(super) routes: super::processes::Routes,
+    /// What the server said of the processes it serves, when it serves them.
+    pub(super) processes_info: Option<crate::protocol::process::ProcessesInfo>,
     /// The command carrying the connection, its process group killed when the client goes
     /// away.
     _command: Option<CommandGroup>,
@@ -134,10 +138,12 @@ impl Client {
         tokio::spawn(write_out(sink, socket, out_rx));
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let downloads: Downloads = Arc::default();
+        let routes = super::processes::Routes::default();
         let reader = tokio::spawn(read_replies(
             stream,
             Arc::clone(&pending),
             Arc::clone(&downloads),
+            Arc::clone(&routes),
         ));
         let mut client = Client {
             out,
@@ -156,6 +162,8 @@ impl Client {
             stream_idle_timeout: options.stream_idle_timeout,
             narrow_roots: false,
             ranges: false,
+            routes,
+            processes_info: None,
             _command: command,
         };
         let params = InitializeParams {
@@ -175,6 +183,7 @@ impl Client {
         client.narrow_roots = initialized.capfs.as_ref().is_some_and(|c| c.narrow_roots);
         client.ranges = initialized.capfs.as_ref().is_some_and(|c| c.ranges);
         client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
+        client.processes_info = initialized.environment_info.and_then(|e| e.processes);
         client.notify(INITIALIZED_METHOD).await?;
         Ok(client)
     }
@@ -318,8 +327,12 @@ impl Client {
 
 /// The reader task: hands each reply to the call waiting for it and each data frame to the
 /// streamed read it belongs to, until the connection ends; then every pending call fails.
-async fn read_replies<S>(mut stream: S, pending: Pending, downloads: Downloads)
-where
+async fn read_replies<S>(
+    mut stream: S,
+    pending: Pending,
+    downloads: Downloads,
+    routes: super::processes::Routes,
+) where
     S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
 {
     let mut broken = None;
@@ -351,7 +364,10 @@ where
             WsMessage::Close(_) => break,
             _ => continue,
         };
-        let Some(id) = reply_id(&bytes) else { continue };
+        let Some(id) = reply_id(&bytes) else {
+            super::processes::route(&bytes, &routes).await;
+            continue;
+        };
         let waiter = pending
             .lock()
             .expect("pending map lock")
@@ -365,6 +381,7 @@ where
     // the protocol, each is answered with what it did instead.
     let waiters = pending.lock().expect("pending map lock").take();
     downloads.lock().expect("downloads lock").clear();
+    routes.lock().expect("process routes").clear();
     if let (Some(broken), Some(waiters)) = (broken, waiters) {
         for (id, waiter) in waiters {
             let _ = waiter.send(local_error_reply(id, &broken));

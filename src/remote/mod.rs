@@ -14,6 +14,7 @@ mod connect;
 mod narrow;
 mod options;
 mod outgoing;
+mod processes;
 mod range;
 mod reply;
 mod stream;
@@ -41,6 +42,7 @@ use crate::{
 };
 use client::Client;
 pub use options::RemoteOptions;
+pub use processes::RemoteProcesses;
 use reply::Empty;
 use stream::STREAM_WRITE_THRESHOLD;
 

@@ -96,6 +96,11 @@ pub(crate) const METHODS: &[Method] = &[
         Runs::Task,
         Touch::Nothing,
     ),
+    row(
+        process::CAPFS_PROCESS_CLOSE_INPUT_METHOD,
+        Runs::Task,
+        Touch::Nothing,
+    ),
     row(CAPFS_READ_LINK_METHOD, Runs::Task, Touch::Reads),
     row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task, Touch::Writes),
     row(CAPFS_WALK_METHOD, Runs::Task, Touch::Reads),

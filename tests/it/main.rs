@@ -37,6 +37,10 @@
 //! - `narrowing`: directories inside a root opened as roots of their own (`capfs/narrowRoots`);
 //! - `process_wire`, `process_sessions`: the process methods on the wire over a test double
 //!   of the process trait (`process_double`): order, input, bounds, sessions, policy, audit;
+//!   `process_serve`, `process_cli`: through `capfs serve --exec`, `capfs exec` and
+//!   `RemoteProcesses`;
+//! - `processes`: `LocalProcesses` (runs as root: an unprivileged user, cgroups): the shared
+//!   escape table, and the bounds a shell command cannot show;
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
@@ -63,6 +67,7 @@ mod lying_server;
 mod narrowing;
 mod operating;
 mod outgoing;
+mod process_cli;
 mod process_double;
 mod process_serve;
 mod process_sessions;

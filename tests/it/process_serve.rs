@@ -15,7 +15,7 @@ use crate::serve::{RawPeer, ServerProcess, error_of};
 
 /// A directory the unprivileged user can reach: `ws/` (writable by it) and `outside/` with a
 /// canary it could read but for the confinement.
-fn tree() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn tree() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let ws = dir.path().join("ws");
@@ -32,7 +32,7 @@ fn tree() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     )
 }
 
-async fn exec_server(ws: &Path) -> ServerProcess {
+pub(crate) async fn exec_server(ws: &Path) -> ServerProcess {
     let args = [
         "--root".as_ref(),
         ws.as_os_str(),

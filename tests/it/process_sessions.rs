@@ -216,6 +216,18 @@ async fn the_sandbox_policy_narrows_a_process_and_never_widens_it() {
         narrowed.contains(&(env.ro.clone(), Access::ReadOnly)),
         "{narrowed:?}"
     );
+    // A directory kept read-only inside the writable root cannot be held by rules that only
+    // add up: refused while it exists, nothing to keep while it does not.
+    let git = json!({"path": {"type": "special", "value": {"kind": "project_roots",
+        "subpath": ".git"}}, "access": "read"});
+    let mut params = start(&env, "g", &["true"]);
+    params["sandbox"] = workspace_write(vec![git.clone()]);
+    let reply = peer.request("process/start", params.clone()).await;
+    assert!(reply.get("result").is_some(), "no .git yet: {reply}");
+    std::fs::create_dir(env.ws.as_path().join(".git")).unwrap();
+    params["processId"] = json!("g2");
+    let reply = peer.request("process/start", params).await;
+    assert_eq!(error_of(&reply).1, Some("PermissionDenied"), "{reply}");
     let deny = json!({"path": {"type": "path", "path": uri(env.ws.join("secret").unwrap())},
         "access": "deny"});
     let mut params = start(&env, "d", &["true"]);

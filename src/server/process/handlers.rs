@@ -15,10 +15,10 @@ use super::pump::Pump;
 use super::{Attached, Running, Slot};
 use crate::process::{Confinement, ProcessRequest, TerminalSize};
 use crate::protocol::process::{
-    CAPFS_PROCESS_RESIZE_METHOD, OutputChunk, PROCESS_READ_METHOD, PROCESS_SIGNAL_METHOD,
-    PROCESS_START_METHOD, PROCESS_TERMINATE_METHOD, PROCESS_WRITE_METHOD, ReadParams, ReadResponse,
-    ResizeParams, SignalParams, StartParams, StartResponse, TerminateParams, TerminateResponse,
-    WriteParams, WriteResponse,
+    CAPFS_PROCESS_CLOSE_INPUT_METHOD, CAPFS_PROCESS_RESIZE_METHOD, OutputChunk,
+    PROCESS_READ_METHOD, PROCESS_SIGNAL_METHOD, PROCESS_START_METHOD, PROCESS_TERMINATE_METHOD,
+    PROCESS_WRITE_METHOD, ReadParams, ReadResponse, ResizeParams, SignalParams, StartParams,
+    StartResponse, TerminateParams, TerminateResponse, WriteParams, WriteResponse,
 };
 use crate::protocol::uri::path_of_uri;
 use crate::protocol::{ErrorObject, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RootAccess};
@@ -33,7 +33,8 @@ const MAX_WRITE_WAIT: Duration = Duration::from_secs(30);
 /// The bytes `process/read` gives at most, whatever its `maxBytes`.
 const MAX_READ_BYTES: usize = super::kept::KEPT_BYTES;
 
-const METHODS: [&str; 6] = [
+const METHODS: [&str; 7] = [
+    CAPFS_PROCESS_CLOSE_INPUT_METHOD,
     PROCESS_START_METHOD,
     PROCESS_READ_METHOD,
     PROCESS_WRITE_METHOD,
@@ -74,6 +75,7 @@ pub(crate) async fn dispatch(
         PROCESS_WRITE_METHOD => write(&attached, params).await,
         PROCESS_SIGNAL_METHOD => signal(&attached, params).await,
         PROCESS_TERMINATE_METHOD => terminate(&attached, params).await,
+        CAPFS_PROCESS_CLOSE_INPUT_METHOD => close_input(&attached, params).await,
         _ => resize(&attached, params).await,
     }
 }
@@ -228,8 +230,8 @@ async fn start(
         }
         .run(),
     );
-    // codex 0.169 refuses a start whose reply names a sandbox outside its own enum, so a
-    // confined process is reported as the Linux sandbox codex knows.
+    // codex knows only its own sandbox names; a process the kernel confines on Linux is
+    // `linuxSeccomp` to it (how it is confined is in `environmentInfo.processes`).
     let sandbox_type = match server.imp.confinement() {
         Confinement::Unconfined => "none",
         _ => "linuxSeccomp",
@@ -379,5 +381,14 @@ async fn resize(attached: &Attached, params: Option<Value>) -> Result<Payload, E
         cols: p.cols,
     };
     running.control.resize(size).await.map_err(io)?;
+    reply(serde_json::json!({}))
+}
+
+async fn close_input(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
+    let p: TerminateParams = parse(params)?;
+    let Some(Some(running)) = attached.session.get(&p.process_id) else {
+        return Err(unknown(&p.process_id));
+    };
+    running.control.close_input().await.map_err(io)?;
     reply(serde_json::json!({}))
 }

@@ -1,1 +1,243 @@
+//! The bounds a shell command alone cannot show: output back-pressure with bounded memory, a
+//! fork bomb held by its cgroup, the bound on processes at once, the whole tree ended by
+//! `terminate`, by dropping its handles and when the main process exits, no zombies, the
+//! time limit.
 
+use std::io::ErrorKind;
+use std::time::Duration;
+
+use capfs::process::{ExecutorProcesses, Network};
+
+use super::{EXEC_UID, Workspace, eventually, finish, policy, run, shell};
+
+/// The resident memory of this test process, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The process's state letter and how much CPU it has used (user + system ticks).
+fn proc_state(pid: u32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?;
+    Some((fields[0].chars().next()?, ticks))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_never_reads_stalls_the_process_with_bounded_memory() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let before = rss_kib();
+    // 1 GiB of output, never read.
+    let started = processes
+        .start(shell(
+            "sh",
+            "head -c 1073741824 /dev/zero; echo done > finished",
+            &ws.root,
+        ))
+        .await
+        .unwrap();
+    let pid = started.pid;
+    // The writer blocks on its full pipe: its CPU time stops growing while it stays alive.
+    let mut last = None;
+    let stalled = eventually(Duration::from_secs(30), || {
+        let now = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            stat.contains(&format!(") S {pid} "))
+                .then(|| proc_state(child))
+                .flatten()
+        });
+        let same = now.is_some() && now == last;
+        last = now;
+        same
+    })
+    .await;
+    assert!(stalled, "the writer never stalled");
+    let grown = rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "the test's memory grew by {grown} KiB");
+    assert!(!ws.root.join("finished").exists());
+    assert!(started.control.terminate().await.unwrap());
+    let done = finish(started, |_| false).await.unwrap();
+    assert!(
+        done.exit.killed && done.exit.signal == Some(9),
+        "{:?}",
+        done.exit
+    );
+    assert!(!ws.root.join("finished").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_is_held_by_its_task_bound_and_ended_with_its_process() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None).with_max_tasks(64));
+    let bomb = "b() { b | b & }; b; sleep 1; n=$(ls /proc | grep -c '^[0-9]'); echo seen $n";
+    let started = processes
+        .start(shell("bash", bomb, &ws.root))
+        .await
+        .unwrap();
+    let done = finish(started, |_| false).await.unwrap();
+    // Every task of the bomb is in the process's cgroup and went with it.
+    let seen: Option<u64> = done
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("seen ")?.parse().ok());
+    assert!(seen.is_some(), "{}", done.text());
+    // Killed tasks whose parent died are reaped by init: only live ones count.
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("status")).is_ok_and(|s| {
+                    s.contains(&format!("Uid:\t{EXEC_UID}\t"))
+                        && s.contains("Name:\tbash")
+                        && !s.contains("State:\tZ")
+                })
+            })
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || alive() == 0).await,
+        "{} tasks of the bomb remain",
+        alive()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_starts_at_once_within_the_bound_and_quota_exceeded_past_it() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None).with_max_processes(200));
+    let mut running = Vec::new();
+    for i in 0..200 {
+        let request = shell("sh", "read line; echo got $line", &ws.root);
+        let mut request = request;
+        request.pipe_stdin = true;
+        running.push(
+            processes
+                .start(request)
+                .await
+                .unwrap_or_else(|e| panic!("start {i}: {e}")),
+        );
+    }
+    let refused = processes
+        .start(shell("sh", "true", &ws.root))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::QuotaExceeded);
+    for started in &running {
+        started.control.write(b"x\n").await.unwrap();
+    }
+    for started in running {
+        let done = finish(started, |_| false).await.unwrap();
+        assert_eq!(done.text(), "got x\n");
+    }
+    // Every slot is given back once its process closed.
+    run(&processes, shell("sh", "true", &ws.root))
+        .await
+        .unwrap();
+}
+
+fn sleepers(mark: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(mark)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+fn zombie_children() -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.contains(&format!(") Z {me} ")).then_some(pid)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_ends_a_setsid_daemon_and_leaves_no_zombie() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let mark = format!("3599.{}", std::process::id());
+    let command =
+        format!("setsid sleep {mark} </dev/null >/dev/null 2>&1 & echo READY; sleep 3600");
+    let started = processes
+        .start(shell("sh", &command, &ws.root))
+        .await
+        .unwrap();
+    let pid = started.pid;
+    let done = finish(started, |out| out.ends_with(b"READY\n"))
+        .await
+        .unwrap();
+    assert!(done.exit.killed, "{:?}", done.exit);
+    assert!(eventually(Duration::from_secs(10), || sleepers(&mark).is_empty()).await);
+    assert!(
+        proc_state(pid).is_none(),
+        "the main process {pid} was not reaped"
+    );
+    assert!(eventually(Duration::from_secs(10), || zombie_children().is_empty()).await);
+
+    // A daemon left behind by a process that exits on its own goes with it.
+    let command = format!("setsid sleep {mark} </dev/null >/dev/null 2>&1 & echo READY");
+    let done = run(&processes, shell("sh", &command, &ws.root))
+        .await
+        .unwrap();
+    assert!(!done.exit.killed);
+    assert!(eventually(Duration::from_secs(10), || sleepers(&mark).is_empty()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_past_its_time_limit_is_killed() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None).with_time_limit(Duration::from_millis(300)));
+    let done = run(&processes, shell("sh", "sleep 3600", &ws.root))
+        .await
+        .unwrap();
+    assert!(
+        done.exit.killed && done.exit.signal == Some(9),
+        "{:?}",
+        done.exit
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_handle_ends_the_tree_and_signals_reach_the_group() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let mark = format!("3598.{}", std::process::id());
+    let command = format!("setsid sleep {mark} </dev/null >/dev/null 2>&1 & sleep {mark}");
+    let started = processes
+        .start(shell("sh", &command, &ws.root))
+        .await
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || sleepers(&mark).len() >= 2).await);
+    drop(started);
+    assert!(eventually(Duration::from_secs(10), || sleepers(&mark).is_empty()).await);
+
+    let started = processes
+        .start(shell("sh", "sleep 3600", &ws.root))
+        .await
+        .unwrap();
+    started.control.signal(15).await.unwrap();
+    let done = finish(started, |_| false).await.unwrap();
+    assert_eq!(
+        (done.exit.signal, done.exit.killed),
+        (Some(15), false),
+        "{:?}",
+        done.exit
+    );
+}

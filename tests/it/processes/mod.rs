@@ -1,10 +1,12 @@
 //! `LocalProcesses`: the escape table of `tests/escapes/processes.json` run through it
-//! (`escapes.rs`), and what a shell command alone cannot show (`bounds.rs`): output
-//! back-pressure, fork bombs, the bound on processes, the whole tree ended, terminals,
-//! descriptors.
+//! (`escapes.rs`), and what a shell command alone cannot show: the bounds (`bounds.rs`:
+//! output back-pressure, fork bombs, the bound on processes, the whole tree ended) and what a
+//! process is given at its start (`session.rs`: terminals, descriptors, environment, network,
+//! refusals).
 
 mod bounds;
 mod escapes;
+mod session;
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -25,7 +27,8 @@ pub(crate) const CLOSE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A read-write root owned by the process's user, in a directory others may traverse.
 pub(crate) struct Workspace {
-    pub base: tempfile::TempDir,
+    /// Removed with the workspace.
+    _base: tempfile::TempDir,
     pub root: PathBuf,
 }
 
@@ -36,7 +39,7 @@ impl Workspace {
         let root = base.path().canonicalize().unwrap().join("root");
         std::fs::create_dir(&root).unwrap();
         std::os::unix::fs::chown(&root, Some(EXEC_UID), Some(EXEC_UID)).unwrap();
-        Self { base, root }
+        Self { _base: base, root }
     }
 
     pub(crate) fn processes(&self, policy: ProcessPolicy) -> LocalProcesses {
@@ -116,6 +119,18 @@ pub(crate) async fn finish(
             None => panic!("the events ended without Closed"),
         }
     }
+}
+
+/// Polls `condition` every 10 ms for at most `limit`.
+pub(crate) async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
 }
 
 /// Starts `request` and reads it to the end.
