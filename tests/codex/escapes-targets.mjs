@@ -6,7 +6,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { CAPFS_BIN, CODEX_BIN, peer } from './lib.mjs';
+import { CAPFS_BIN, CODEX_NATIVE_BIN, peer } from './lib.mjs';
 import { EXEC_UID, alive, until } from './escapes-fixture.mjs';
 
 // What codex 0.169 sends for an `exec_command` in workspace-write mode, seen on the wire: the
@@ -42,6 +42,13 @@ export function workspaceWriteSandbox(root) {
   };
 }
 
+// Kills the process group a server leads; one already gone is no error.
+function signalGroup(pid) {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {}
+}
+
 // A WebSocket server binary on 127.0.0.1 port 0, started in `cwd` with the secret in its
 // environment; resolves once it printed its URL.
 async function serveWs(bin, args, { cwd, env }) {
@@ -62,7 +69,7 @@ async function serveWs(bin, args, { cwd, env }) {
   child.stderr.removeAllListeners('data');
   child.stdout.resume();
   child.stderr.resume();
-  return { url, pid: child.pid, port: Number(new URL(url).port), stop: () => process.kill(child.pid, 'SIGKILL'), child };
+  return { url, pid: child.pid, port: Number(new URL(url).port), stop: () => signalGroup(child.pid), child };
 }
 
 // One executor over the exec-server protocol. `launch(network, roots)` starts a server for
@@ -191,7 +198,7 @@ export function codexTarget(f, mode) {
     sandbox: () => (mode === 'workspace-write' ? workspaceWriteSandbox(f.dirs.root) : null),
     launch: async () => {
       if (shared && alive(shared.pid)) return shared;
-      shared = await serveWs(CODEX_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
+      shared = await serveWs(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
         cwd: f.dirs.out,
         env: { CODEX_HOME: home, CAPFS_TOKEN: `tok-${f.secret}` },
       });

@@ -13,7 +13,6 @@ const SETATTR = 'Landlock has no right for chmod, chown or utimes, and the proce
 const KNOWN = {
   'chmod-outside-owned': SETATTR,
   'touch-outside-owned': SETATTR,
-  'host-unix-socket': 'connecting to a UNIX socket by path needs Landlock ABI 9 (this kernel may have less), and a network namespace does not separate path sockets',
 };
 
 // What capfs must show for a case: controls allowed, starts refused where the table says so,

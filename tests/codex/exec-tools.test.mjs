@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { CAPFS_BIN, CODEX_BIN, codexExec, scratch, scriptedModel } from './lib.mjs';
+import { CAPFS_BIN, CODEX_NATIVE_BIN, codexExec, scratch, scriptedModel } from './lib.mjs';
 import { EXEC_UID } from './escapes-fixture.mjs';
 
 const servesProcesses = execFileSync(CAPFS_BIN, ['serve', '--help'], { encoding: 'utf8' }).includes('--exec');
@@ -34,7 +34,7 @@ async function executor(bin, args, env) {
     child.stderr.on('data', look);
     child.on('exit', (code) => reject(new Error(`${path.basename(bin)} exited ${code}: ${out}`)));
   });
-  return { url, stop: () => process.kill(child.pid, 'SIGKILL'), output: () => out };
+  return { url, stop: () => { try { process.kill(-child.pid, 'SIGKILL'); } catch {} }, output: () => out };
 }
 
 const executors = [
@@ -52,7 +52,7 @@ const executors = [
     confines: false,
     // codex runs commands as itself (root here), and its sandbox needs the workspace to be its.
     owner: 0,
-    start: (ws) => executor(CODEX_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { CODEX_HOME: scratch('proc-exe-home') }),
+    start: (ws) => executor(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { CODEX_HOME: scratch('proc-exe-home') }),
   },
 ];
 

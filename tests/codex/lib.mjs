@@ -8,6 +8,10 @@ import zlib from 'node:zlib';
 
 export const CAPFS_BIN = process.env.CAPFS_BIN;
 export const CODEX_BIN = path.join(import.meta.dirname, 'node_modules', '.bin', 'codex');
+// The native binary inside the package, without the node wrapper in front of it: a process the
+// tests end by its pid is then the server itself, and nothing it started outlives it.
+export const CODEX_NATIVE_BIN = path.join(
+  import.meta.dirname, 'node_modules', '@openai', 'codex-linux-x64', 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex');
 if (!CAPFS_BIN) throw new Error('CAPFS_BIN must name the capfs binary under test');
 
 // A model whose bundled metadata offers apply_patch as a freeform tool; the stand-in answers
