@@ -52,13 +52,19 @@ const executors = [
     confines: false,
     // codex runs commands as itself (root here), and its sandbox needs the workspace to be its.
     owner: 0,
-    start: (ws) => executor(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { CODEX_HOME: scratch('proc-exe-home') }),
+    start: (ws, dir) => {
+      const home = path.join(dir, 'exec-server-home');
+      fs.mkdirSync(home);
+      return executor(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { CODEX_HOME: home });
+    },
   },
 ];
 
 for (const ex of executors) {
   describe(`codex running commands through ${ex.name}`, { skip: ex.skip }, () => {
     let dir, ws, outside, server;
+    // codex's home for each turn, removed with the rest.
+    const homes = { made: [], make: () => homes.made[homes.made.push(scratch('home')) - 1] };
 
     before(async () => {
       dir = scratch('proc');
@@ -71,18 +77,18 @@ for (const ex of executors) {
       fs.writeFileSync(path.join(outside, 'canary.txt'), 'canary\n', { mode: 0o666 });
       fs.writeFileSync(path.join(ws, 'hello.txt'), 'hello from the workspace 5e1d\n');
       for (const p of [ws, path.join(ws, 'hello.txt')]) fs.chownSync(p, ex.owner, ex.owner);
-      server = await ex.start(ws);
+      server = await ex.start(ws, dir);
     });
 
     after(() => {
       server?.stop();
-      if (dir) fs.rmSync(dir, { recursive: true, force: true });
+      for (const d of [dir, ...homes.made]) if (d) fs.rmSync(d, { recursive: true, force: true });
     });
 
     test('exec_command returns the file to the model', async () => {
       const model = await scriptedModel([[{ call: 'exec_command', args: { cmd: 'cat hello.txt' } }], [{ say: 'done' }]]);
       try {
-        const run = await codexExec({ home: scratch('home'), model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
+        const run = await codexExec({ home: homes.make(), model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
         assert.equal(model.requests.length, 2, run.output);
         const out = lastToolOutput(model.requests);
         assert.match(out, /hello from the workspace 5e1d/, out);
@@ -101,7 +107,7 @@ for (const ex of executors) {
         [{ say: 'done' }],
       ]);
       try {
-        const run = await codexExec({ home: scratch('home'), model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
+        const run = await codexExec({ home: homes.make(), model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
         assert.equal(model.requests.length, 3, run.output);
         assert.match(lastToolOutput(model.requests.slice(0, 2)), /session ID \d+/, 'the command was still running, waiting for input');
         const out = lastToolOutput(model.requests);
@@ -121,7 +127,7 @@ for (const ex of executors) {
         [{ say: 'done' }],
       ]);
       try {
-        const run = await codexExec({ home: scratch('home'), model, executor: server.url, cwd: ws, sandbox, prompt: 'go' });
+        const run = await codexExec({ home: homes.make(), model, executor: server.url, cwd: ws, sandbox, prompt: 'go' });
         assert.equal(model.requests.length, 2, run.output);
         const out = lastToolOutput(model.requests);
         // The command ran, and its writes failed.
