@@ -8,6 +8,10 @@ import zlib from 'node:zlib';
 
 export const CAPFS_BIN = process.env.CAPFS_BIN;
 export const CODEX_BIN = path.join(import.meta.dirname, 'node_modules', '.bin', 'codex');
+// The native binary inside the package, without the node wrapper in front of it: a process the
+// tests end by its pid is then the server itself, and nothing it started outlives it.
+export const CODEX_NATIVE_BIN = path.join(
+  import.meta.dirname, 'node_modules', '@openai', 'codex-linux-x64', 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex');
 if (!CAPFS_BIN) throw new Error('CAPFS_BIN must name the capfs binary under test');
 
 // A model whose bundled metadata offers apply_patch as a freeform tool; the stand-in answers
@@ -22,8 +26,9 @@ export function scratch(name) {
 }
 
 // Serves one scripted turn per request: each turn is a list of items, a function call
-// `{call, args}`, a freeform tool call `{tool, input}` or a message `{say}`. Every request body
-// is kept, for the test to read what codex sent.
+// `{call, args}`, a freeform tool call `{tool, input}` or a message `{say}`, or a function of
+// the requests so far returning that list (a turn that answers what codex said). Every
+// request body is kept, for the test to read what codex sent.
 export async function scriptedModel(turns) {
   const requests = [];
   let next = 0;
@@ -36,7 +41,8 @@ export async function scriptedModel(turns) {
         return;
       }
       requests.push(JSON.parse(body));
-      const items = turns[Math.min(next, turns.length - 1)];
+      const turn = turns[Math.min(next, turns.length - 1)];
+      const items = typeof turn === 'function' ? turn(requests) : turn;
       next += 1;
       const id = `resp-${next}`;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -178,10 +184,11 @@ export async function codexExecServer(home) {
   return { url, stop: () => child.kill('SIGTERM') };
 }
 
-// A JSON-RPC peer over WebSocket: `request` resolves with the whole reply message.
-export async function peer(url) {
+// A JSON-RPC peer over WebSocket: `request` resolves with the whole reply message. `headers`
+// go with the upgrade (a bearer token); `onNotification` sees each notification as it comes.
+export async function peer(url, { headers, onNotification } = {}) {
   const { WebSocket } = await import('ws');
-  const ws = new WebSocket(url, { maxPayload: 256 * 1024 * 1024 });
+  const ws = new WebSocket(url, { maxPayload: 256 * 1024 * 1024, headers });
   await new Promise((resolve, reject) => {
     ws.once('open', resolve);
     ws.once('error', reject);
@@ -194,7 +201,8 @@ export async function peer(url) {
       waiting.get(message.id)(message);
       waiting.delete(message.id);
     } else if (message.method) {
-      notifications.push(message);
+      if (onNotification) onNotification(message);
+      else notifications.push(message);
     }
   });
   let next = 1;
@@ -209,5 +217,6 @@ export async function peer(url) {
       ws.send(JSON.stringify({ id, method, params }));
     });
   const notify = (method, params) => ws.send(JSON.stringify({ method, params }));
-  return { request, notify, notifications, close: () => ws.close() };
+  const closed = new Promise((resolve) => ws.once('close', resolve));
+  return { request, notify, notifications, closed, close: () => ws.close() };
 }

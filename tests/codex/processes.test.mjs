@@ -46,6 +46,7 @@ test('codex runs its commands through capfs, confined to the root', async () => 
     assert.equal(fs.readFileSync(path.join(outside, 'canary.txt'), 'utf8'), 'canary-9d1e\n');
     assert.ok(!sent.includes('secret-4b2a'), "the server's environment reached a command");
   } finally {
+    model.close();
     fs.rmSync(home, { recursive: true, force: true });
   }
 });

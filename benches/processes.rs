@@ -1,0 +1,302 @@
+//! Processes over the exec-server protocol: capfs `serve --exec` confined, capfs unconfined
+//! (`--exec-unconfined`, so the difference is the sandbox's own cost), and codex's own
+//! `codex exec-server` (the pinned `@openai/codex` of `tests/codex/`) with the sandbox codex
+//! sends in workspace-write mode, and without one. The same client and the same requests to
+//! each, alternated round by round; medians printed with their ratios.
+//!
+//! Measured: `process/start` to its reply and to `process/closed` for `true`; to the first
+//! output and to `process/closed` for `cat` of a 4 KiB file; and the throughput of 256 MiB of
+//! output (`head -c 268435456 /dev/zero`).
+//!
+//! Run with `cargo bench --bench processes` as root (the confined processes run as uid 65534)
+//! after `npm ci` in `tests/codex` (or with `CODEX_BIN` naming a codex binary).
+//! `CAPFS_BENCH_STARTS` (default 200) and `CAPFS_BENCH_ROUNDS` (default 3) bound the run; CI
+//! sets them small.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+const OUTPUT_BYTES: usize = 256 << 20;
+const EXEC_USER: &str = "65534:65534";
+
+/// A server process on 127.0.0.1 port 0, killed when dropped.
+struct Server {
+    name: &'static str,
+    child: Child,
+    url: String,
+    /// What each `process/start` carries as its `sandbox`.
+    sandbox: Value,
+}
+
+impl Server {
+    fn start(name: &'static str, mut command: Command, sandbox: Value) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let stdout = child.stdout.take().expect("stdout");
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        // codex prints its URL on stdout after other lines; capfs prints it first.
+        while !line.starts_with("ws://") {
+            line.clear();
+            let n = std::io::BufRead::read_line(&mut reader, &mut line).expect("read the URL");
+            assert!(n > 0, "{name} exited before printing its URL");
+        }
+        Self {
+            name,
+            child,
+            url: line.trim().to_string(),
+            sandbox,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The native codex binary of the pinned npm package, or `$CODEX_BIN`.
+fn codex_bin() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("CODEX_BIN") {
+        return Some(PathBuf::from(bin));
+    }
+    let vendor = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/codex/node_modules/@openai/codex-linux-x64/vendor");
+    std::fs::read_dir(vendor)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|target| target.path().join("bin/codex"))
+        .find(|bin| bin.is_file())
+}
+
+/// The file-system context codex 0.169 sends with a command in workspace-write mode.
+fn workspace_write(root: &Path) -> Value {
+    let uri = format!("file://{}", root.display());
+    let special = |kind: &str| json!({"type": "special", "value": {"kind": kind}});
+    json!({
+        "permissions": {
+            "type": "managed",
+            "file_system": {"type": "restricted", "entries": [
+                {"path": special("root"), "access": "read"},
+                {"path": special("project_roots"), "access": "write"},
+                {"path": special("slash_tmp"), "access": "write"},
+                {"path": special("tmpdir"), "access": "write"},
+            ]},
+            "network": "restricted",
+        },
+        "cwd": uri,
+        "workspaceRoots": [uri],
+        "windowsSandboxLevel": "disabled",
+        "windowsSandboxProxySettingsMode": "reconcile",
+        "useLegacyLandlock": false,
+    })
+}
+
+async fn connect(url: &str) -> Ws {
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(64 << 20))
+        .max_frame_size(Some(64 << 20));
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+        .await
+        .expect("connect");
+    let initialize = json!({"id": 0, "method": "initialize", "params": {"clientName": "bench"}});
+    ws.send(Message::text(initialize.to_string()))
+        .await
+        .unwrap();
+    let reply = text(&mut ws).await;
+    assert!(reply.contains("\"result\""), "initialize: {reply}");
+    ws.send(Message::text(r#"{"method":"initialized","params":{}}"#))
+        .await
+        .unwrap();
+    ws
+}
+
+async fn text(ws: &mut Ws) -> String {
+    loop {
+        match ws.next().await.expect("open").expect("frame") {
+            Message::Text(text) => return text.to_string(),
+            _ => continue,
+        }
+    }
+}
+
+/// The times one process took, from sending its `process/start`.
+struct Run {
+    reply: Duration,
+    first_output: Option<Duration>,
+    closed: Duration,
+    output_bytes: usize,
+}
+
+/// Starts `argv` in `cwd` and reads everything it reports until `process/closed`. Only the
+/// method, the chunk's length and the id are looked for in each message's text, so that what
+/// is measured is the server.
+async fn run(ws: &mut Ws, server: &Server, id: u64, argv: &[&str], cwd: &Path) -> Run {
+    let process_id = format!("bench-{id}");
+    let start = json!({"id": id, "method": "process/start", "params": {
+        "processId": process_id, "metadata": null, "argv": argv,
+        "cwd": format!("file://{}", cwd.display()),
+        "env": {"LC_ALL": "C.UTF-8"},
+        "envPolicy": {"inherit": "core", "ignoreDefaultExcludes": false, "exclude": [], "set": {}, "includeOnly": []},
+        "tty": false, "pipeStdin": false, "arg0": null, "sandbox": server.sandbox,
+        "enforceManagedNetwork": false, "managedNetwork": null,
+    }});
+    let started = Instant::now();
+    ws.send(Message::text(start.to_string())).await.unwrap();
+    let (mut reply, mut first_output, mut output_bytes) = (None, None, 0);
+    loop {
+        let text = text(ws).await;
+        if text.contains("\"process/output\"") {
+            first_output.get_or_insert_with(|| started.elapsed());
+            let at = text.find(r#""chunk":""#).expect("a chunk") + 9;
+            let chunk = &text[at..at + text[at..].find('"').expect("its end")];
+            output_bytes +=
+                chunk.len() / 4 * 3 - chunk.bytes().rev().take_while(|b| *b == b'=').count();
+        } else if text.contains("\"process/closed\"") {
+            let closed = started.elapsed();
+            return Run {
+                reply: reply.expect("the start's reply comes before process/closed"),
+                first_output,
+                closed,
+                output_bytes,
+            };
+        } else if !text.contains("\"method\"") {
+            // The one request in flight is this start: anything without a method is its reply.
+            assert!(
+                text.contains("\"result\""),
+                "{}: process/start: {text}",
+                server.name
+            );
+            reply = Some(started.elapsed());
+        }
+    }
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+#[derive(Default)]
+struct Figures {
+    true_reply: Vec<Duration>,
+    true_closed: Vec<Duration>,
+    cat_first: Vec<Duration>,
+    cat_closed: Vec<Duration>,
+    mb_per_s: Vec<f64>,
+}
+
+async fn measure(server: &Server, root: &Path, starts: usize, next_id: &mut u64, f: &mut Figures) {
+    let mut ws = connect(&server.url).await;
+    let small = root.join("small");
+    let small = small.to_str().expect("UTF-8 path");
+    for _ in 0..starts {
+        *next_id += 1;
+        let r = run(&mut ws, server, *next_id, &["true"], root).await;
+        f.true_reply.push(r.reply);
+        f.true_closed.push(r.closed);
+        *next_id += 1;
+        let r = run(&mut ws, server, *next_id, &["cat", small], root).await;
+        assert_eq!(
+            r.output_bytes, 4096,
+            "{}: cat returned the whole file",
+            server.name
+        );
+        f.cat_first.push(r.first_output.expect("cat wrote"));
+        f.cat_closed.push(r.closed);
+    }
+    *next_id += 1;
+    let argv = ["head", "-c", "268435456", "/dev/zero"];
+    let r = run(&mut ws, server, *next_id, &argv, root).await;
+    assert_eq!(
+        r.output_bytes, OUTPUT_BYTES,
+        "{}: all of the output",
+        server.name
+    );
+    f.mb_per_s
+        .push(OUTPUT_BYTES as f64 / 1e6 / r.closed.as_secs_f64());
+    let _ = ws.close(None).await;
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: not a number: {v}"))
+        })
+        .unwrap_or(default)
+}
+
+#[path = "processes/report.rs"]
+mod report;
+
+fn main() {
+    let starts = env_usize("CAPFS_BENCH_STARTS", 200);
+    let rounds = env_usize("CAPFS_BENCH_ROUNDS", 3);
+    let dir = tempfile::Builder::new()
+        .prefix("capfs-bench-processes-")
+        .tempdir_in(std::env::var_os("CAPFS_BENCH_DIR").unwrap_or_else(|| "/tmp".into()))
+        .expect("a scratch directory");
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("small"), vec![b'x'; 4096]).unwrap();
+    let capfs = PathBuf::from(env!("CARGO_BIN_EXE_capfs"));
+    let serve = |name, extra: &[&str]| {
+        let mut command = Command::new(&capfs);
+        command.args(["serve", "--listen", "ws://127.0.0.1:0", "--root"]);
+        command.arg(&root).arg("--exec").args(extra);
+        Server::start(name, command, Value::Null)
+    };
+    let mut servers = vec![
+        serve("capfs confined", &["--exec-user", EXEC_USER]),
+        serve("capfs unconfined", &["--exec-unconfined"]),
+    ];
+    match codex_bin() {
+        Some(bin) => {
+            let home = dir.path().join("codex-home");
+            std::fs::create_dir(&home).unwrap();
+            for (name, sandbox) in [
+                ("codex workspace-write", workspace_write(&root)),
+                ("codex no sandbox", Value::Null),
+            ] {
+                let mut command = Command::new(&bin);
+                command
+                    .args(["exec-server", "--listen", "ws://127.0.0.1:0"])
+                    .env("CODEX_HOME", &home);
+                servers.push(Server::start(name, command, sandbox));
+            }
+        }
+        None => println!("codex not found (npm ci in tests/codex, or CODEX_BIN): capfs only"),
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut figures: Vec<Figures> = servers.iter().map(|_| Figures::default()).collect();
+    let mut next_id = 0;
+    runtime.block_on(async {
+        for _ in 0..rounds {
+            for (server, f) in servers.iter().zip(&mut figures) {
+                measure(server, &root, starts, &mut next_id, f).await;
+            }
+        }
+    });
+    let names: Vec<&str> = servers.iter().map(|s| s.name).collect();
+    report::print(&names, &figures, starts, rounds);
+}
