@@ -1,35 +1,27 @@
-//! Accepting connections: the TCP listener with its handshake checks (Origin, token, connection
-//! limit) and `GET /readyz`, and the single connection served over a byte stream such as
-//! stdin/stdout.
+//! Accepting connections: the TCP listener, its connection and handshake limits (the checks of
+//! a handshake are in `admission.rs`) and `GET /readyz`.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use subtle::ConstantTimeEq;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::Error as WsError;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::{StatusCode, header};
-use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::admission::{answer_readyz, check_handshake, is_readyz_request, peek_head, refusal};
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::{Connection, Shared};
 use super::threads::ConnectionThreads;
 use crate::ExecutorFileSystem;
-use crate::transport::lines;
 use crate::transport::shared::SharedSocket;
-use crate::transport::stdio::EndAsStop;
 
-/// The answer to `GET /readyz`.
-const READYZ_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
-    Content-Length: 6\r\nConnection: close\r\n\r\nready\n";
 /// Accept failures are logged at most once per this interval, with a count of the others.
 const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// The first pause after accepting failed for want of descriptors or memory; it doubles with
@@ -235,7 +227,7 @@ fn warn_about_descriptor_limit(config: &ServerConfig) {
     }
 }
 
-fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
+pub(super) fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
     let noun = if open == 1 {
         "connection"
     } else {
@@ -317,55 +309,6 @@ fn is_resource_exhaustion(error: &io::Error) -> bool {
     [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
         .iter()
         .any(|errno| errno.raw_os_error() == raw)
-}
-
-/// Why a handshake is refused: the HTTP status and a one-line body.
-type Refusal = (StatusCode, &'static str);
-
-fn refusal((status, body): Refusal) -> ErrorResponse {
-    let mut response = ErrorResponse::new(Some(body.to_string()));
-    *response.status_mut() = status;
-    response
-}
-
-/// The credentials of an `Authorization` value with the `Bearer` scheme, whose name is
-/// case-insensitive (RFC 9110, section 11.1); `None` for any other scheme.
-fn bearer_credentials(value: &str) -> Option<&str> {
-    let (scheme, credentials) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| credentials.trim_start_matches(' '))
-}
-
-/// True when `presented` is `token`, compared in time that depends only on their lengths.
-fn token_matches(presented: &str, token: &str) -> bool {
-    presented.as_bytes().ct_eq(token.as_bytes()).into()
-}
-
-/// Decides whether a handshake may proceed: no `Origin` (no browser page may drive the
-/// executor), the right bearer token when one is configured.
-fn check_handshake(request: &Request, token: Option<&str>) -> Result<(), Refusal> {
-    if request.headers().contains_key(header::ORIGIN) {
-        return Err((
-            StatusCode::FORBIDDEN,
-            "capfs: requests with an Origin header are refused",
-        ));
-    }
-    if let Some(token) = token {
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer_credentials)
-            .unwrap_or("");
-        if !token_matches(presented, token) {
-            return Err((
-                StatusCode::UNAUTHORIZED,
-                "capfs: missing or wrong bearer token",
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Runs one accepted connection: the handshake (holding `handshake`, a handshake slot, and
@@ -450,212 +393,9 @@ async fn serve_connection(
     Ok(())
 }
 
-/// The first bytes the peer sent, without consuming them.
-async fn peek_head(stream: &TcpStream) -> io::Result<Vec<u8>> {
-    let mut head = vec![0u8; 2048];
-    let n = stream.peek(&mut head).await?;
-    head.truncate(n);
-    Ok(head)
-}
-
-/// True for a plain `GET /readyz` (query allowed) without an `Upgrade` header. A WebSocket
-/// handshake is never one, whatever its path.
-fn is_readyz_request(head: &[u8]) -> bool {
-    let Some(rest) = head.strip_prefix(b"GET /readyz") else {
-        return false;
-    };
-    if !matches!(rest.first(), Some(b' ' | b'?')) {
-        return false;
-    }
-    !String::from_utf8_lossy(head)
-        .to_ascii_lowercase()
-        .contains("\nupgrade:")
-}
-
-/// Answers `GET /readyz` with 200 and closes. The request is consumed first, so the close does
-/// not reset the connection under the response.
-async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
-    let mut request = [0u8; 2048];
-    let _ = stream.read(&mut request).await?;
-    stream.write_all(READYZ_RESPONSE).await?;
-    stream.shutdown().await
-}
-
-/// Serves exactly one connection over the process's stdin and stdout: WebSocket frames
-/// (RFC 6455) directly on the byte stream, without the HTTP upgrade, so the JSON messages and
-/// data frames are those of a TCP connection; or, when the first byte is `{` or white space,
-/// one JSON message per line each way (codex's stdio executors), without data frames. Returns when stdin ends (after finishing the
-/// requests in flight) or when `shutdown` completes. No token is checked: whoever can start the
-/// process (over ssh, `kubectl exec`) is already trusted by that channel.
-///
-/// # Errors
-///
-/// As [`serve_byte_stream`].
-pub async fn serve_stdio(
-    fs: Arc<dyn ExecutorFileSystem>,
-    config: ServerConfig,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    // Pipes (what ssh, `kubectl exec` and `RemoteFileSystem::connect_command` give) are read and
-    // written without blocking, on the runtime itself; tokio's stdin and stdout, the fallback for
-    // anything else, hand every read and write to the blocking pool and back.
-    if let (Some(input), Some(output)) = (stdin_pipe(), stdout_pipe()) {
-        let io = tokio::io::join(input, output);
-        return serve_byte_stream(fs, config, io, "stdio", shutdown).await;
-    }
-    let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
-    serve_byte_stream(fs, config, io, "stdio", shutdown).await
-}
-
-/// Standard input as a non-blocking pipe, when it is one.
-fn stdin_pipe() -> Option<tokio::net::unix::pipe::Receiver> {
-    use std::os::fd::AsFd;
-    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
-    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()
-}
-
-/// Standard output as a non-blocking pipe, when it is one.
-fn stdout_pipe() -> Option<tokio::net::unix::pipe::Sender> {
-    use std::os::fd::AsFd;
-    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
-    tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()
-}
-
-/// Serves exactly one connection over `io`, as [`serve_stdio`] does over stdin and stdout;
-/// `peer` names the other end in logs. Once `shutdown` completes, the running requests get the
-/// configured shutdown timeout to finish; then the connection is cut.
-///
-/// # Errors
-///
-/// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]); `TimedOut` when
-/// the connection had to be cut at the shutdown deadline.
-pub async fn serve_byte_stream<S>(
-    fs: Arc<dyn ExecutorFileSystem>,
-    config: ServerConfig,
-    io: S,
-    peer: &str,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    config.validate()?;
-    let stop = CancellationToken::new();
-    // The first byte decides the framing: a JSON line, or a WebSocket frame.
-    let (mut input, output) = tokio::io::split(io);
-    let mut first = [0u8; 1];
-    if input.read(&mut first).await? == 0 {
-        return Ok(());
-    }
-    let input = std::io::Cursor::new(first).chain(input);
-    if lines::starts_a_line(first[0]) {
-        let max_line = config.max_message_bytes;
-        let (pipe, bridge) = lines::serve_lines(input, output, ws_config(&config), max_line).await;
-        let served = serve_framed(fs, config, pipe, peer, true, stop, shutdown).await;
-        // The bridge ends once the connection has closed its side of the pipe.
-        let _ = bridge.await;
-        return served;
-    }
-    let io = tokio::io::join(input, output);
-    serve_framed(fs, config, io, peer, false, stop, shutdown).await
-}
-
-/// Runs one connection on the WebSocket frames of `io` until it ends, or until `shutdown` and
-/// then the shutdown timeout; `over_lines` when the frames carry JSON lines.
-async fn serve_framed<S>(
-    fs: Arc<dyn ExecutorFileSystem>,
-    config: ServerConfig,
-    io: S,
-    peer: &str,
-    over_lines: bool,
-    stop: CancellationToken,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let io = EndAsStop {
-        io,
-        stop: stop.clone(),
-    };
-    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
-        io,
-        Role::Server,
-        Some(ws_config(&config)),
-    )
-    .await;
-    serve_one(fs, config, ws, peer, over_lines, stop, shutdown).await
-}
-
-/// Runs one connection on `ws` until it ends, or until `shutdown` and then the shutdown
-/// timeout; `over_lines` when it carries JSON lines.
-async fn serve_one<S>(
-    fs: Arc<dyn ExecutorFileSystem>,
-    config: ServerConfig,
-    ws: tokio_tungstenite::WebSocketStream<S>,
-    peer: &str,
-    over_lines: bool,
-    stop: CancellationToken,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let shutdown_timeout = config.shutdown_timeout;
-    let shared = Arc::new(Shared::new(fs, config));
-    // One connection, which no client can take back: its processes end with it.
-    let processes = shared.processes.clone();
-    let mut connection = Connection::new(shared, 1, peer.into());
-    if over_lines {
-        connection = connection.over_lines();
-    }
-    let run_stop = stop.clone();
-    let run = async move {
-        connection.run(ws, None, run_stop).await;
-        if let Some(processes) = processes {
-            processes.shutdown().await;
-        }
-    };
-    tokio::pin!(run);
-    tokio::pin!(shutdown);
-    tokio::select! {
-        () = &mut run => return Ok(()),
-        () = &mut shutdown => {}
-    }
-    tracing::info!("shutting down: finishing in-flight requests");
-    stop.cancel();
-    tokio::time::timeout(shutdown_timeout, run)
-        .await
-        .map_err(|_| shutdown_deadline_passed(shutdown_timeout, 1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_compare_exactly() {
-        assert!(token_matches("secret", "secret"));
-        assert!(!token_matches("secret", "secreT"));
-        assert!(!token_matches("secret", "secrets"));
-        assert!(!token_matches("", "x"));
-    }
-
-    #[test]
-    fn the_bearer_scheme_is_case_insensitive() {
-        for value in [
-            "Bearer t0k",
-            "bearer t0k",
-            "BEARER t0k",
-            "bEaReR   t0k",
-            " Bearer t0k ",
-        ] {
-            assert_eq!(bearer_credentials(value), Some("t0k"), "{value:?}");
-        }
-        for value in ["Basic t0k", "Bearert0k", "t0k", "", "Bearer"] {
-            assert_eq!(bearer_credentials(value), None, "{value:?}");
-        }
-    }
 
     #[test]
     fn only_exhausted_resources_pause_accepts() {

@@ -12,8 +12,10 @@
 //! request; `config.rs` holds the limits; `threads.rs` runs connections on threads of their own,
 //! each with a `current_thread` runtime.
 
+mod admission;
 mod audit;
 mod budget;
+mod byte_stream;
 mod codex;
 mod config;
 mod connection;
@@ -36,6 +38,7 @@ mod threads;
 mod work;
 
 pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
+pub use byte_stream::{serve_byte_stream, serve_stdio};
 pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
@@ -43,7 +46,7 @@ pub use config::{
     DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
-pub use listener::{Server, serve_byte_stream, serve_stdio};
+pub use listener::Server;
 pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
