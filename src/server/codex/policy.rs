@@ -210,8 +210,13 @@ impl Policy {
                     (Some(crate::Access::ReadOnly), Some(crate::Access::ReadWrite)) => {
                         out.push((AbsolutePathBuf::new(p)?, crate::Access::ReadWrite));
                     }
-                    // Less than its root allows: a process's rules only add up, so this cannot
-                    // be kept, and is refused unless there is nothing there to keep.
+                    // A read-only directory inside a writable root: a process gets it as a
+                    // read-only mount over itself.
+                    (Some(crate::Access::ReadWrite), Some(crate::Access::ReadOnly)) => {
+                        out.push((AbsolutePathBuf::new(p)?, crate::Access::ReadOnly));
+                    }
+                    // Nothing allowed inside an allowed root: a process's rules only add up,
+                    // so this cannot be kept, and is refused unless there is nothing there.
                     (Some(_), _) if p.exists() => {
                         return Err(refuse(format!(
                             "{}: the request's sandbox policy keeps this directory from being \
