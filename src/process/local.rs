@@ -258,7 +258,10 @@ impl ExecutorProcesses for LocalProcesses {
                 for root in mounts::read_only_inside_writable(&narrowed)? {
                     // A link at the directory's name could be replaced by the process with a
                     // writable directory; only the directory itself can be held read-only.
-                    if !opened.iter().any(|(name, asked)| name == root.path() && *asked == name) {
+                    if !opened
+                        .iter()
+                        .any(|(name, asked)| name == root.path() && *asked == name)
+                    {
                         return Err(io::Error::new(
                             io::ErrorKind::PermissionDenied,
                             format!(
@@ -339,9 +342,7 @@ impl ExecutorProcesses for LocalProcesses {
                 tty: tty.is_some(),
                 cgroup_procs,
                 namespaces: confined
-                    .then(|| {
-                        child::namespaces(policy.network, inner.as_root, read_only.is_some())
-                    })
+                    .then(|| child::namespaces(policy.network, inner.as_root, read_only.is_some()))
                     .flatten(),
                 read_only,
                 loopback_up: (confined && policy.network == Network::Loopback)

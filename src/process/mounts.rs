@@ -29,7 +29,10 @@ impl Located {
     /// The directory `dir` refers to, as the kernel names it now.
     pub(crate) fn of(dir: BorrowedFd<'_>) -> io::Result<Self> {
         let stat = rustix::fs::fstat(dir)?;
-        let path = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir)))?;
+        let path = std::fs::read_link(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&dir)
+        ))?;
         let bytes = path.into_os_string().into_vec();
         // A removed directory is named with a " (deleted)" suffix; only a plain absolute path
         // can be found again in the child.
@@ -119,7 +122,10 @@ pub(crate) fn read_only_inside_writable(sandbox: &Sandbox) -> io::Result<Vec<&Ro
     let mut mounts = Vec::new();
     for (i, a) in roots.iter().enumerate() {
         for b in roots.iter().skip(i + 1) {
-            let (outer, inner) = match (a.path().strip_prefix(b.path()), b.path().strip_prefix(a.path())) {
+            let (outer, inner) = match (
+                a.path().strip_prefix(b.path()),
+                b.path().strip_prefix(a.path()),
+            ) {
                 (Some(_), _) => (b, a),
                 (_, Some(_)) => (a, b),
                 _ => continue,

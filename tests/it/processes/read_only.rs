@@ -8,8 +8,8 @@ use std::io::ErrorKind;
 use std::path::Path;
 
 use capfs::AbsolutePathBuf;
-use capfs::process::{ExecutorProcesses, Network};
 use capfs::Access;
+use capfs::process::{ExecutorProcesses, Network};
 
 use super::{EXEC_UID, Workspace, policy, run, shell};
 use crate::common::{assert_same_tree, snapshot};
@@ -37,6 +37,8 @@ rm -rf .git && echo CHANGED-rm-dir
 umount .git && echo CHANGED-umount
 umount -l .git && echo CHANGED-umount-lazy
 mount -o remount,rw .git && echo CHANGED-remount
+unshare -Urm sh -c 'umount -l .git; mount -o remount,rw,bind .git; echo x > .git/config' \
+  && echo CHANGED-nested-namespace
 cat .git/config && echo READ-OK
 echo elsewhere > elsewhere && echo WROTE-ROOT
 ";
@@ -63,7 +65,10 @@ fn git_tree(root: &Path) {
 fn narrowing(root: &Path) -> Option<Vec<(AbsolutePathBuf, Access)>> {
     Some(vec![
         (AbsolutePathBuf::new(root).unwrap(), Access::ReadWrite),
-        (AbsolutePathBuf::new(root.join(".git")).unwrap(), Access::ReadOnly),
+        (
+            AbsolutePathBuf::new(root.join(".git")).unwrap(),
+            Access::ReadOnly,
+        ),
     ])
 }
 
@@ -84,14 +89,23 @@ async fn a_read_only_directory_inside_a_writable_root_changes_in_no_way() {
     let text = done.text();
     println!("{text}");
     assert!(!text.contains("CHANGED-"), "{text}");
-    assert!(text.contains("READ-OK") && text.contains("WROTE-ROOT"), "{text}");
+    assert!(
+        text.contains("READ-OK") && text.contains("WROTE-ROOT"),
+        "{text}"
+    );
     assert_same_tree(&before, &snapshot(&ws.root.join(".git")), ".git");
-    assert_eq!(std::fs::read(ws.root.join("elsewhere")).unwrap(), b"elsewhere\n");
+    assert_eq!(
+        std::fs::read(ws.root.join("elsewhere")).unwrap(),
+        b"elsewhere\n"
+    );
     assert!(!ws.root.join("hard").exists() && !ws.root.join("moved-git").exists());
     assert_eq!(mounts_before, mountinfo(), "the mount reached the host");
     // The same attempts without the read-only directory all succeed: the test can fail.
     let mut free = shell("sh", "echo x > .git/config && echo CHANGED-write", &ws.root);
-    free.narrowing = Some(vec![(AbsolutePathBuf::new(&ws.root).unwrap(), Access::ReadWrite)]);
+    free.narrowing = Some(vec![(
+        AbsolutePathBuf::new(&ws.root).unwrap(),
+        Access::ReadWrite,
+    )]);
     let done = run(&processes, free).await.unwrap();
     assert!(done.text().contains("CHANGED-write"), "{}", done.text());
 }
@@ -109,7 +123,10 @@ async fn a_working_directory_inside_it_is_read_only_too() {
     let done = run(&processes, request).await.unwrap();
     let text = done.text();
     assert!(!text.contains("CHANGED-"), "{text}");
-    assert!(text.contains("READ-OK") && text.contains("WROTE-ROOT"), "{text}");
+    assert!(
+        text.contains("READ-OK") && text.contains("WROTE-ROOT"),
+        "{text}"
+    );
     assert_same_tree(&before, &snapshot(&ws.root.join(".git")), ".git");
 }
 
@@ -135,8 +152,75 @@ async fn a_link_planted_at_the_name_is_refused_and_marks_nothing() {
     assert_eq!(mounts_before, mountinfo());
     assert_same_tree(&outside_before, &snapshot(&outside), "outside");
     // What the link pointed at inside the root stayed writable, and nothing else was mounted.
-    let done = run(&processes, shell("sh", "echo ok > src/f && cat src/f", &ws.root))
-        .await
-        .unwrap();
+    let done = run(
+        &processes,
+        shell("sh", "echo ok > src/f && cat src/f", &ws.root),
+    )
+    .await
+    .unwrap();
     assert_eq!(done.text(), "ok\n");
+}
+
+const INNER: &str = "CAPFS_PROCESS_TEST_UNPRIVILEGED_READ_ONLY";
+
+/// Without root the mount namespace lies inside a user namespace of the process's own, where
+/// the child may mount; the program it runs must still not be able to undo the mount.
+#[test]
+fn an_unprivileged_starter_keeps_it_read_only_too() {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let output = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={EXEC_UID}"),
+            &format!("--regid={EXEC_UID}"),
+            "--clear-groups",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "processes::read_only::unprivileged_inner",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(INNER, "1")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unprivileged_inner() {
+    if std::env::var_os(INNER).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::write(root.join(".git/config"), "config").unwrap();
+    let sandbox = capfs::Sandbox::new()
+        .with_root(&root, Access::ReadWrite)
+        .unwrap();
+    let processes =
+        capfs::process::LocalProcesses::new(sandbox, capfs::process::ProcessPolicy::default())
+            .unwrap();
+    let before = snapshot(&root.join(".git"));
+    let mounts_before = mountinfo();
+    let script = "umount .git && echo CHANGED-umount; umount -l .git && echo CHANGED-lazy; \
+        mount -o remount,rw,bind .git && echo CHANGED-remount; \
+        unshare -Urm sh -c 'umount .git || mount -o remount,rw,bind .git; echo x > .git/config' \
+        && echo CHANGED-nested; echo x > .git/config && echo CHANGED-write; \
+        mv .git gone && echo CHANGED-mv; echo y > beside && echo WROTE-ROOT";
+    let mut request = shell("sh", script, &root);
+    request.narrowing = narrowing(&root);
+    let done = run(&processes, request).await.unwrap();
+    let text = done.text();
+    println!("{text}");
+    assert!(!text.contains("CHANGED-"), "{text}");
+    assert!(text.contains("WROTE-ROOT"), "{text}");
+    assert_same_tree(&before, &snapshot(&root.join(".git")), ".git");
+    assert_eq!(mounts_before, mountinfo(), "the mount reached the host");
 }
