@@ -175,8 +175,9 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // recv on the stack, mount (propagation), openat2 and fstat on paths the parent prepared,
     // open_tree, mount_setattr on a `mount_attr` on the stack, move_mount, setrlimit,
     // setgroups, setresgid, setresuid, prctl no_new_privs, landlock_restrict_self on the
-    // ruleset the parent built, seccomp with the filter the parent built, close_range) through rustix, the landlock and seccompiler crates and
-    // libc's raw `syscall`, none of which allocates or takes a lock: landlock 0.4.8's
+    // ruleset the parent built, seccomp with the filter the parent built, close_range)
+    // through rustix, the landlock and seccompiler crates and libc's raw `syscall`, none of
+    // which allocates or takes a lock: landlock 0.4.8's
     // `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
     // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
     // prctl and the syscall on a `sock_fprog` on the stack. Errors are errno values.
