@@ -4,12 +4,13 @@
 //! lock another thread of the parent might have held at the fork.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use rustix::io::Errno;
 use rustix::process::{Gid, Resource, Rlimit, Uid};
 use rustix::thread::UnshareFlags;
 
+use super::mounts::ReadOnlyMounts;
 use super::policy::{Network, RunAs};
 
 /// The steps the child takes, in order, before it runs the program. Any failure stops the
@@ -24,6 +25,9 @@ pub(crate) struct ChildSetup {
     pub cgroup_procs: Option<OwnedFd>,
     /// Namespaces to unshare: `None` keeps the host's network.
     pub namespaces: Option<UnshareFlags>,
+    /// Directories bound read-only over themselves in a mount namespace of the process's own
+    /// (`namespaces` then holds `NEWNS`).
+    pub read_only: Option<ReadOnlyMounts>,
     /// The netlink request that sets `lo` up in the new network namespace.
     pub loopback_up: Option<[u8; LOOPBACK_UP_LEN]>,
     /// The limits to set.
@@ -146,12 +150,20 @@ fn bring_loopback_up(request: &[u8; LOOPBACK_UP_LEN]) -> io::Result<()> {
 /// The namespaces a process gets for `network`: a network namespace of its own unless it may
 /// use the host's, and a user namespace too when the starter is not root (an unprivileged
 /// user may create a network namespace only inside a user namespace it owns).
-pub(crate) fn namespaces(network: Network, as_root: bool) -> Option<UnshareFlags> {
-    match (network, as_root) {
-        (Network::All, _) => None,
-        (_, true) => Some(UnshareFlags::NEWNET),
-        (_, false) => Some(UnshareFlags::NEWUSER | UnshareFlags::NEWNET),
+/// With `mounts`, a mount namespace too (inside a user namespace when not root, for the same
+/// reason).
+pub(crate) fn namespaces(network: Network, as_root: bool, mounts: bool) -> Option<UnshareFlags> {
+    let mut flags = match network {
+        Network::All => UnshareFlags::empty(),
+        _ => UnshareFlags::NEWNET,
+    };
+    if mounts {
+        flags |= UnshareFlags::NEWNS;
     }
+    if !as_root && !flags.is_empty() {
+        flags |= UnshareFlags::NEWUSER;
+    }
+    (!flags.is_empty()).then_some(flags)
 }
 
 /// Makes the command run `setup` in the child before it runs the program.
@@ -160,20 +172,43 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
-    // recv on the stack, setrlimit, setgroups, setresgid, setresuid, prctl no_new_privs,
-    // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
-    // parent built, close_range) through rustix, the landlock and seccompiler crates and
-    // libc's raw `syscall`, none of which allocates or takes a lock: landlock 0.4.8's
+    // recv on the stack, mount (propagation), openat2 and fstat on paths the parent prepared,
+    // open_tree, mount_setattr on a `mount_attr` on the stack, move_mount, setrlimit,
+    // setgroups, setresgid, setresuid, prctl no_new_privs, landlock_restrict_self on the
+    // ruleset the parent built, seccomp with the filter the parent built, close_range)
+    // through rustix, the landlock and seccompiler crates and libc's raw `syscall`, none of
+    // which allocates or takes a lock: landlock 0.4.8's
     // `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
     // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
     // prctl and the syscall on a `sock_fprog` on the stack. Errors are errno values.
-    // `unshare` is given NEWNET and NEWUSER only, never FILES, and the child has one thread,
-    // so no other thread can observe a changed descriptor table.
+    // `unshare` is given NEWNET, NEWNS and NEWUSER only, never FILES, and the child has one
+    // thread, so no other thread can observe a changed descriptor table.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;
             if let Some(flags) = setup.namespaces {
                 rustix::thread::unshare_unsafe(flags)?;
+            }
+            if let Some(mounts) = &setup.read_only {
+                mounts.apply(|tree| {
+                    let attr = libc::mount_attr {
+                        attr_set: libc::MOUNT_ATTR_RDONLY,
+                        attr_clr: 0,
+                        propagation: 0,
+                        userns_fd: 0,
+                    };
+                    match libc::syscall(
+                        libc::SYS_mount_setattr,
+                        tree.as_raw_fd(),
+                        c"".as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                        &raw const attr,
+                        size_of::<libc::mount_attr>(),
+                    ) {
+                        0 => Ok(()),
+                        _ => Err(io::Error::last_os_error()),
+                    }
+                })?;
             }
             setup.confine()?;
             // Descriptors the starter inherited without close-on-exec stay with it.

@@ -1,7 +1,7 @@
 //! `LocalProcesses`: processes on this host, each confined by the kernel to a sandbox's roots.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -15,6 +15,7 @@ use rustix::process::{PidfdFlags, Resource};
 use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
 use super::confine;
+use super::mounts::{self, ReadOnlyMounts};
 use super::policy::{Network, ProcessPolicy};
 use super::run::{self, Wiring};
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
@@ -244,20 +245,44 @@ impl ExecutorProcesses for LocalProcesses {
         let inner = &self.inner;
         let slot = Slot::take(&inner.running, inner.policy.max_processes)?;
         let narrowed;
+        let mut mount_dirs = Vec::new();
         let sandbox = match &request.narrowing {
             None => &inner.sandbox,
             Some(dirs) => {
                 let narrowing = inner.sandbox.narrowed(dirs)?;
-                if let Some(Err(e)) = narrowing.dirs.into_iter().find(Result::is_err) {
-                    return Err(e);
+                let mut opened = Vec::with_capacity(dirs.len());
+                for (result, (asked, _)) in narrowing.dirs.into_iter().zip(dirs) {
+                    opened.push((result?.0, asked));
                 }
                 narrowed = narrowing.sandbox;
-                // Nested directories of a narrowing are refused for the reason nested roots are.
-                refuse_nested(&narrowed)?;
+                for root in mounts::read_only_inside_writable(&narrowed)? {
+                    // A link at the directory's name could be replaced by the process with a
+                    // writable directory; only the directory itself can be held read-only.
+                    if !opened
+                        .iter()
+                        .any(|(name, asked)| name == root.path() && *asked == name)
+                    {
+                        return Err(io::Error::new(
+                            io::ErrorKind::PermissionDenied,
+                            format!(
+                                "{}: a directory to keep read-only is reached through a link",
+                                root.path()
+                            ),
+                        ));
+                    }
+                    mount_dirs.push(mounts::Located::of(root.dir().as_fd())?);
+                }
                 &narrowed
             }
         };
         let cwd = open_cwd(sandbox, &request)?;
+        let read_only = match mount_dirs.is_empty() || inner.policy.unconfined {
+            true => None,
+            false => Some(ReadOnlyMounts {
+                dirs: mount_dirs,
+                cwd: mounts::Located::of(cwd.as_fd())?,
+            }),
+        };
         let policy = &inner.policy;
         let temp = make_temp(&policy.temp_parent, policy)?;
         let temp_dir = std::fs::File::open(&temp.0)?;
@@ -317,8 +342,9 @@ impl ExecutorProcesses for LocalProcesses {
                 tty: tty.is_some(),
                 cgroup_procs,
                 namespaces: confined
-                    .then(|| child::namespaces(policy.network, inner.as_root))
+                    .then(|| child::namespaces(policy.network, inner.as_root, read_only.is_some()))
                     .flatten(),
+                read_only,
                 loopback_up: (confined && policy.network == Network::Loopback)
                     .then(child::loopback_up_request),
                 limits: [

@@ -21,6 +21,7 @@ mod cgroup;
 mod child;
 mod confine;
 mod local;
+mod mounts;
 mod policy;
 mod pty;
 mod run;

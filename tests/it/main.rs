@@ -71,6 +71,7 @@ mod operating;
 mod outgoing;
 mod process_cli;
 mod process_double;
+mod process_read_only;
 mod process_serve;
 mod process_sessions;
 mod process_wire;

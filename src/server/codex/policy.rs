@@ -210,13 +210,20 @@ impl Policy {
                     (Some(crate::Access::ReadOnly), Some(crate::Access::ReadWrite)) => {
                         out.push((AbsolutePathBuf::new(p)?, crate::Access::ReadWrite));
                     }
-                    // Less than its root allows: a process's rules only add up, so this cannot
-                    // be kept, and is refused unless there is nothing there to keep.
-                    (Some(_), _) if p.exists() => {
+                    // A read-only directory inside a writable root: a process gets it as a
+                    // read-only mount over itself. One that does not exist has nothing to keep
+                    // (a mount needs something to cover).
+                    (Some(crate::Access::ReadWrite), Some(crate::Access::ReadOnly))
+                        if p.symlink_metadata().is_ok() =>
+                    {
+                        out.push((AbsolutePathBuf::new(p)?, crate::Access::ReadOnly));
+                    }
+                    // Nothing allowed inside an allowed root: a process's rules only add up,
+                    // so this cannot be kept, and is refused unless there is nothing there.
+                    (Some(_), _) if p.symlink_metadata().is_ok() => {
                         return Err(refuse(format!(
-                            "{}: the request's sandbox policy keeps this directory from being \
-                             written inside a writable root, which a process's confinement \
-                             cannot enforce",
+                            "{}: the request's sandbox policy denies this path inside a root it \
+                             allows, which a process's confinement cannot enforce",
                             p.display()
                         )));
                     }

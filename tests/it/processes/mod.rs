@@ -6,6 +6,7 @@
 
 mod bounds;
 mod escapes;
+mod read_only;
 mod session;
 
 use std::io;

@@ -161,19 +161,28 @@ async fn sandboxes_and_requests_that_cannot_be_held_are_refused() {
         capfs::AbsolutePathBuf::new(ws.root.join("inner")).unwrap(),
         Access::ReadWrite,
     )]);
-    let mut nested = narrowed.clone();
-    nested.narrowing = Some(vec![
-        (
-            capfs::AbsolutePathBuf::new(&ws.root).unwrap(),
-            Access::ReadWrite,
-        ),
-        (
-            capfs::AbsolutePathBuf::new(ws.root.join("inner")).unwrap(),
-            Access::ReadOnly,
-        ),
-    ]);
-    let refused = processes.start(nested).await.unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
+    // A writable directory inside a root could be moved away, and one inside a read-only root
+    // is refused with it; only a read-only one inside a writable root is held (`read_only.rs`).
+    for (outer, inner) in [
+        (Access::ReadWrite, Access::ReadWrite),
+        (Access::ReadOnly, Access::ReadWrite),
+        (Access::ReadOnly, Access::ReadOnly),
+    ] {
+        let mut nested = narrowed.clone();
+        nested.narrowing = Some(vec![
+            (capfs::AbsolutePathBuf::new(&ws.root).unwrap(), outer),
+            (
+                capfs::AbsolutePathBuf::new(ws.root.join("inner")).unwrap(),
+                inner,
+            ),
+        ]);
+        let refused = processes.start(nested).await.unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            ErrorKind::InvalidInput,
+            "{outer:?} {inner:?}: {refused}"
+        );
+    }
     let done = run(&processes, narrowed).await.unwrap();
     assert!(
         done.text().contains("REFUSED") && !done.text().contains("BESIDE-CONTENT"),
