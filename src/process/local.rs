@@ -25,7 +25,7 @@ use crate::sandbox::{Access, Sandbox};
 /// for the file system, TCP, signals and abstract sockets; a network namespace of its own for
 /// every other network family; a cgroup (or `RLIMIT_NPROC`) bounding its tasks; an
 /// unprivileged identity and `no_new_privs`. The security document of the repository
-/// (`docs/processes-security.md`) lists each guarantee with its mechanism and test.
+/// (SECURITY.md, "Processes") lists each guarantee with its mechanism and test.
 ///
 /// # Examples
 ///

@@ -21,7 +21,7 @@ use super::{EXEC_UID, finish, policy, shell};
 const TABLE: &str = include_str!("../../escapes/processes.json");
 
 /// Cases whose outcome differs from the table's expectation by design, each with why; they
-/// are printed, never asserted (docs/processes-security.md says the same).
+/// are printed, never asserted (SECURITY.md's process section says the same).
 const DOCUMENTED: &[(&str, &str)] = &[
     (
         "tcp-loopback-loopback",
