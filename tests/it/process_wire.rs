@@ -147,6 +147,23 @@ async fn output_comes_in_order_with_one_seq_per_notification_and_the_exit_code()
         error_of(&empty),
         (-32602, Some("InvalidInput"), "argv must not be empty")
     );
+    // An id is kept with its process and sent with each notification: it is bounded.
+    let long = "i".repeat(257);
+    let too_long = peer
+        .request("process/start", start_params(&env, &long, &["true"]))
+        .await;
+    assert_eq!(
+        error_of(&too_long),
+        (
+            -32602,
+            Some("InvalidInput"),
+            "processId must be 1 to 256 bytes"
+        )
+    );
+    let none = peer
+        .request("process/start", start_params(&env, "", &["true"]))
+        .await;
+    assert_eq!(error_of(&none).0, -32602, "{none}");
     // What process/read keeps: every chunk, and the end.
     let read = peer
         .request("process/read", json!({"processId": "p", "afterSeq": 0}))

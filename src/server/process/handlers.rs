@@ -120,6 +120,9 @@ fn described(narrowing: &Option<Vec<(crate::AbsolutePathBuf, Access)>>) -> Optio
     })
 }
 
+/// The longest process id a start accepts.
+const MAX_PROCESS_ID_BYTES: usize = 256;
+
 async fn start(
     attached: &Attached,
     fs: &dyn ExecutorFileSystem,
@@ -130,6 +133,14 @@ async fn start(
         return Err(invalid_input(
             INVALID_PARAMS,
             "argv must not be empty".into(),
+        ));
+    }
+    // The id is kept with the process (and after it, for `process/read`) and sent with every
+    // notification, so it is bounded like a file handle's.
+    if p.process_id.is_empty() || p.process_id.len() > MAX_PROCESS_ID_BYTES {
+        return Err(invalid_input(
+            INVALID_PARAMS,
+            format!("processId must be 1 to {MAX_PROCESS_ID_BYTES} bytes"),
         ));
     }
     let cwd = path_of_uri(&p.cwd)?;
