@@ -100,8 +100,16 @@ impl ExecFlags {
         if self.exec_unconfined {
             policy = policy.unconfined();
         }
-        let local = LocalProcesses::new(sandbox, policy)
-            .map_err(|e| Failure::usage(format!("--exec: {}", fail::reason(&e, ""))))?;
+        let local = LocalProcesses::new(sandbox, policy).map_err(|e| {
+            // As root the library asks for a user to run as; the flag that gives one is named.
+            let hint =
+                if e.kind() == std::io::ErrorKind::PermissionDenied && self.exec_user.is_none() {
+                    " (give one with --exec-user UID[:GID], e.g. a uid used by nothing else)"
+                } else {
+                    ""
+                };
+            Failure::usage(format!("--exec: {}{hint}", fail::reason(&e, "")))
+        })?;
         match local.confinement() {
             Confinement::Enforced(how) => tracing::info!(confinement = how, "serving processes"),
             Confinement::Unconfined => {

@@ -138,3 +138,45 @@ async fn without_exec_the_binary_answers_method_not_found() {
     assert_eq!(error_of(&reply).0, -32601, "{reply}");
     server.stop().await;
 }
+
+/// As root, `--exec` without a user to run processes as is refused before anything is served,
+/// and the refusal names the flag that gives one.
+#[test]
+fn exec_as_root_without_a_user_is_refused_naming_the_flag() {
+    use std::io::Read;
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test runs as root"
+    );
+    let (_dir, ws, _outside) = tree();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capfs"))
+        .args(["serve", "--listen", "ws://127.0.0.1:0", "--exec", "--root"])
+        .arg(&ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A server that starts serving instead never exits: it is ended by its id, and fails.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("capfs serve --exec as root without --exec-user is serving");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("--exec-user UID[:GID]"), "{stderr}");
+}
