@@ -106,7 +106,16 @@ async fn processes(
             }
             let sandbox = crate::build_sandbox(&target.root, &target.read_only)?;
             let local = LocalProcesses::new(sandbox, policy).map_err(|e| {
-                Failure::plain(format!("cannot run commands: {}", fail::reason(&e, "")), 1)
+                let hint =
+                    if e.kind() == std::io::ErrorKind::PermissionDenied && args.user.is_none() {
+                        " (give one with --user UID[:GID])"
+                    } else {
+                        ""
+                    };
+                Failure::plain(
+                    format!("cannot run commands: {}{hint}", fail::reason(&e, "")),
+                    1,
+                )
             })?;
             Arc::new(local)
         }

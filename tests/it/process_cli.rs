@@ -104,3 +104,37 @@ async fn remote_processes_run_on_the_connection_and_a_narrowing_holds() {
     drop(remote);
     server.stop().await;
 }
+
+/// `capfs exec` on local roots: as root it needs `--user`, and says so; with one, the command
+/// runs as that user, confined (the host's `/etc/shadow` unreadable), and its status returns.
+#[tokio::test]
+async fn capfs_exec_on_local_roots_runs_as_the_user_it_is_given() {
+    let (_dir, ws, _outside) = tree();
+    let local = |user: Option<&str>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_capfs"));
+        command.arg("--root").arg(&ws).arg("exec");
+        if let Some(user) = user {
+            command.args(["--user", user]);
+        }
+        command
+            .args(["--", "sh", "-c", "id -u; cat /etc/shadow; exit 4"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    };
+    let refused = tokio::time::timeout(crate::serve::WAIT, local(None).output())
+        .await
+        .expect("capfs exec ended in time")
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--user UID[:GID]"), "{stderr}");
+    let ran = tokio::time::timeout(crate::serve::WAIT, local(Some("65534")).output())
+        .await
+        .expect("capfs exec ended in time")
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(4));
+    assert_eq!(ran.stdout, b"65534\n");
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+}
