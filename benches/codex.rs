@@ -8,19 +8,19 @@
 //! naming a codex binary). Scratch files go under `$CAPFS_BENCH_DIR` (default `/tmp`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 #[path = "codex/echo.rs"]
 mod echo;
+#[path = "shared/exec_server.rs"]
+mod exec_server;
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+use exec_server::{Spawned, Ws, codex_bin, connect, text};
 
 const ROUNDS: usize = 3;
 const ONE_AT_A_TIME: usize = 2_000;
@@ -28,37 +28,25 @@ const PIPELINED: usize = 20_000;
 const DEPTH: usize = 64;
 const BLOCK: usize = 1 << 20;
 
-/// A server process on 127.0.0.1 port 0, killed when dropped.
+/// A server process, with the root it serves.
 struct Server {
     name: &'static str,
-    child: Child,
-    url: String,
+    process: Spawned,
     root: PathBuf,
 }
 
 impl Server {
-    fn start(name: &'static str, mut command: Command, root: PathBuf) -> Self {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
-            .expect("read the URL");
+    fn start(name: &'static str, command: Command, root: PathBuf) -> Self {
         Self {
             name,
-            child,
-            url: line.trim().to_string(),
+            process: Spawned::start(name, command),
             root,
         }
     }
 
     /// The server's peak resident memory so far, in MiB (`VmHWM`).
     fn peak_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.child.id()))
             .unwrap_or_default();
         let kib: f64 = status
             .lines()
@@ -74,53 +62,8 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The native codex binary of the pinned npm package, or `$CODEX_BIN`.
-fn codex_bin() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os("CODEX_BIN") {
-        return Some(PathBuf::from(bin));
-    }
-    let vendor = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/codex/node_modules/@openai/codex-linux-x64/vendor");
-    std::fs::read_dir(vendor)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|target| target.path().join("bin/codex"))
-        .find(|bin| bin.is_file())
-}
-
-async fn connect(url: &str) -> Ws {
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(64 << 20))
-        .max_frame_size(Some(64 << 20));
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
-        .await
-        .expect("connect");
-    let initialize = json!({"id": 0, "method": "initialize", "params": {"clientName": "bench"}});
-    ws.send(Message::text(initialize.to_string()))
-        .await
-        .unwrap();
-    let reply = next(&mut ws).await;
-    assert!(reply.get("result").is_some(), "initialize: {reply}");
-    ws.send(Message::text(r#"{"method":"initialized","params":{}}"#))
-        .await
-        .unwrap();
-    ws
-}
-
 async fn next(ws: &mut Ws) -> Value {
-    loop {
-        match ws.next().await.expect("open").expect("frame") {
-            Message::Text(text) => return serde_json::from_str(&text).expect("JSON"),
-            _ => continue,
-        }
-    }
+    serde_json::from_str(&text(ws).await).expect("JSON")
 }
 
 fn request(id: u64, method: &str, params: Value) -> Message {
@@ -237,7 +180,7 @@ struct Figures {
 }
 
 async fn measure(server: &Server, figures: &mut Figures) {
-    let mut ws = connect(&server.url).await;
+    let mut ws = connect(&server.process.url).await;
     let stat = json!({"path": server.uri("small"), "sandbox": null});
     figures
         .metadata

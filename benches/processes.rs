@@ -14,74 +14,36 @@
 //! sets them small.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+#[path = "shared/exec_server.rs"]
+mod exec_server;
+
+use exec_server::{Spawned, Ws, codex_bin, connect, text};
 
 const OUTPUT_BYTES: usize = 256 << 20;
 const EXEC_USER: &str = "65534:65534";
 
-/// A server process on 127.0.0.1 port 0, killed when dropped.
+/// A server process, with what each `process/start` to it carries as its `sandbox`.
 struct Server {
     name: &'static str,
-    child: Child,
-    url: String,
-    /// What each `process/start` carries as its `sandbox`.
+    process: Spawned,
     sandbox: Value,
 }
 
 impl Server {
-    fn start(name: &'static str, mut command: Command, sandbox: Value) -> Self {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        let stdout = child.stdout.take().expect("stdout");
-        let mut reader = std::io::BufReader::new(stdout);
-        let mut line = String::new();
-        // codex prints its URL on stdout after other lines; capfs prints it first.
-        while !line.starts_with("ws://") {
-            line.clear();
-            let n = std::io::BufRead::read_line(&mut reader, &mut line).expect("read the URL");
-            assert!(n > 0, "{name} exited before printing its URL");
-        }
+    fn start(name: &'static str, command: Command, sandbox: Value) -> Self {
         Self {
             name,
-            child,
-            url: line.trim().to_string(),
+            process: Spawned::start(name, command),
             sandbox,
         }
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The native codex binary of the pinned npm package, or `$CODEX_BIN`.
-fn codex_bin() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os("CODEX_BIN") {
-        return Some(PathBuf::from(bin));
-    }
-    let vendor = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/codex/node_modules/@openai/codex-linux-x64/vendor");
-    std::fs::read_dir(vendor)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|target| target.path().join("bin/codex"))
-        .find(|bin| bin.is_file())
 }
 
 /// The file-system context codex 0.169 sends with a command in workspace-write mode.
@@ -105,34 +67,6 @@ fn workspace_write(root: &Path) -> Value {
         "windowsSandboxProxySettingsMode": "reconcile",
         "useLegacyLandlock": false,
     })
-}
-
-async fn connect(url: &str) -> Ws {
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(64 << 20))
-        .max_frame_size(Some(64 << 20));
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
-        .await
-        .expect("connect");
-    let initialize = json!({"id": 0, "method": "initialize", "params": {"clientName": "bench"}});
-    ws.send(Message::text(initialize.to_string()))
-        .await
-        .unwrap();
-    let reply = text(&mut ws).await;
-    assert!(reply.contains("\"result\""), "initialize: {reply}");
-    ws.send(Message::text(r#"{"method":"initialized","params":{}}"#))
-        .await
-        .unwrap();
-    ws
-}
-
-async fn text(ws: &mut Ws) -> String {
-    loop {
-        match ws.next().await.expect("open").expect("frame") {
-            Message::Text(text) => return text.to_string(),
-            _ => continue,
-        }
-    }
 }
 
 /// The times one process took, from sending its `process/start`.
@@ -202,7 +136,7 @@ struct Figures {
 }
 
 async fn measure(server: &Server, root: &Path, starts: usize, next_id: &mut u64, f: &mut Figures) {
-    let mut ws = connect(&server.url).await;
+    let mut ws = connect(&server.process.url).await;
     let small = root.join("small");
     let small = small.to_str().expect("UTF-8 path");
     for _ in 0..starts {

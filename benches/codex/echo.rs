@@ -43,7 +43,7 @@ fn server(reply: String) -> String {
 
 /// The median round trip of the echo server, for a reply as long as capfs's `fs/getMetadata`.
 pub(crate) async fn round_trip(capfs: &Server) -> Duration {
-    let mut ws = connect(&capfs.url).await;
+    let mut ws = connect(&capfs.process.url).await;
     let stat = json!({"path": capfs.uri("small"), "sandbox": null});
     let reply = call(&mut ws, "fs/getMetadata", stat.clone()).await;
     let reply = json!({"id": 1, "result": reply["result"]}).to_string();
