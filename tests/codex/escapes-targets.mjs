@@ -6,7 +6,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { CAPFS_BIN, CODEX_NATIVE_BIN, peer } from './lib.mjs';
+import { CAPFS_BIN, CODEX_NATIVE_BIN, peer, serveInGroup } from './lib.mjs';
 import { EXEC_UID, alive, until } from './escapes-fixture.mjs';
 
 // What codex 0.169 sends for an `exec_command` in workspace-write mode, seen on the wire: the
@@ -40,36 +40,6 @@ export function workspaceWriteSandbox(root) {
     windowsSandboxProxySettingsMode: 'reconcile',
     useLegacyLandlock: false,
   };
-}
-
-// Kills the process group a server leads; one already gone is no error.
-function signalGroup(pid) {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {}
-}
-
-// A WebSocket server binary on 127.0.0.1 port 0, started in `cwd` with the secret in its
-// environment; resolves once it printed its URL.
-async function serveWs(bin, args, { cwd, env }) {
-  // A group of its own: what it signals by group never reaches the harness's.
-  const child = spawn(bin, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let out = '';
-  const url = await new Promise((resolve, reject) => {
-    const look = (d) => {
-      out += d;
-      const line = out.split('\n').find((l) => l.startsWith('ws://'));
-      if (line) resolve(line.trim());
-    };
-    child.stdout.on('data', look);
-    child.stderr.on('data', look);
-    child.on('exit', (code) => reject(new Error(`${path.basename(bin)} exited ${code}: ${out}`)));
-  });
-  child.stdout.removeAllListeners('data');
-  child.stderr.removeAllListeners('data');
-  child.stdout.resume();
-  child.stderr.resume();
-  return { url, pid: child.pid, port: Number(new URL(url).port), stop: () => signalGroup(child.pid), child };
 }
 
 // One executor over the exec-server protocol. `launch(network, roots)` starts a server for
@@ -180,7 +150,7 @@ export function capfsTarget(f) {
         ? ['--root', f.dirs.root, '--read-only', path.join(f.dirs.root, 'nested-ro')]
         : ['--root', f.dirs.root, '--read-only', f.dirs.ro];
       const args = ['serve', '--listen', 'ws://127.0.0.1:0', ...layout, '--exec', '--exec-network', network, '--exec-user', `${EXEC_UID}:${EXEC_UID}`];
-      return serveWs(CAPFS_BIN, args, { cwd: f.dirs.out, env: { CAPFS_TOKEN: token } });
+      return serveInGroup(CAPFS_BIN, args, { cwd: f.dirs.out, env: { CAPFS_TOKEN: token } });
     },
   });
 }
@@ -198,7 +168,7 @@ export function codexTarget(f, mode) {
     sandbox: () => (mode === 'workspace-write' ? workspaceWriteSandbox(f.dirs.root) : null),
     launch: async () => {
       if (shared && alive(shared.pid)) return shared;
-      shared = await serveWs(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
+      shared = await serveInGroup(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
         cwd: f.dirs.out,
         env: { CODEX_HOME: home, CAPFS_TOKEN: `tok-${f.secret}` },
       });
@@ -224,7 +194,7 @@ export function landrunTarget(f) {
     rootOwner: EXEC_UID,
     async run({ argv, cwd, network, roots, vars, deadlineMs, onOutput }) {
       if (!standIn || !alive(standIn.pid)) {
-        standIn = await serveWs(process.execPath, ['-e', standInScript], {
+        standIn = await serveInGroup(process.execPath, ['-e', standInScript], {
           cwd: f.dirs.out,
           env: { NODE_PATH: path.join(import.meta.dirname, 'node_modules'), CAPFS_TOKEN: `tok-${f.secret}` },
         });

@@ -3,12 +3,12 @@
 // reference the script is checked on, codex's own `codex exec-server`. Each step is judged by
 // what codex sent the model and by the disk, never by codex's exit status.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { CAPFS_BIN, CODEX_NATIVE_BIN, codexExec, scratch, scriptedModel } from './lib.mjs';
+import { CAPFS_BIN, CODEX_NATIVE_BIN, codexExec, scratch, scriptedModel, serveInGroup } from './lib.mjs';
 import { EXEC_UID } from './escapes-fixture.mjs';
 
 const servesProcesses = execFileSync(CAPFS_BIN, ['serve', '--help'], { encoding: 'utf8' }).includes('--exec');
@@ -20,23 +20,6 @@ function lastToolOutput(requests) {
   return String(outputs.at(-1)?.output ?? '');
 }
 
-// A WebSocket executor on 127.0.0.1 port 0, in a process group of its own, ended by its pid.
-async function executor(bin, args, env) {
-  const child = spawn(bin, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let out = '';
-  const url = await new Promise((resolve, reject) => {
-    const look = (d) => {
-      out += d;
-      const line = out.split('\n').find((l) => l.startsWith('ws://'));
-      if (line) resolve(line.trim());
-    };
-    child.stdout.on('data', look);
-    child.stderr.on('data', look);
-    child.on('exit', (code) => reject(new Error(`${path.basename(bin)} exited ${code}: ${out}`)));
-  });
-  return { url, stop: () => { try { process.kill(-child.pid, 'SIGKILL'); } catch {} }, output: () => out };
-}
-
 const executors = [
   {
     name: 'capfs serve --exec',
@@ -44,7 +27,7 @@ const executors = [
     confines: true,
     // The sandbox runs commands as EXEC_UID: the workspace is that uid's.
     owner: EXEC_UID,
-    start: (ws) => executor(CAPFS_BIN, ['serve', '--listen', 'ws://127.0.0.1:0', '--root', ws, '--exec', '--exec-user', `${EXEC_UID}:${EXEC_UID}`]),
+    start: (ws) => serveInGroup(CAPFS_BIN, ['serve', '--listen', 'ws://127.0.0.1:0', '--root', ws, '--exec', '--exec-user', `${EXEC_UID}:${EXEC_UID}`]),
   },
   {
     name: 'codex exec-server',
@@ -55,7 +38,7 @@ const executors = [
     start: (ws, dir) => {
       const home = path.join(dir, 'exec-server-home');
       fs.mkdirSync(home);
-      return executor(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { CODEX_HOME: home });
+      return serveInGroup(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { env: { CODEX_HOME: home } });
     },
   },
 ];

@@ -85,6 +85,34 @@ export async function capfsServe(args, env = {}) {
   return { url, stop: () => child.kill('SIGTERM'), stderr: () => stderr };
 }
 
+// A WebSocket server binary on 127.0.0.1 port 0, started in `cwd` with `env` added to this
+// process's, in a process group of its own (what it signals by group never reaches the
+// harness's, and `stop` ends everything it started); resolves once it printed its URL.
+export async function serveInGroup(bin, args, { cwd, env = {} } = {}) {
+  const child = spawn(bin, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let out = '';
+  const url = await new Promise((resolve, reject) => {
+    const look = (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.startsWith('ws://'));
+      if (line) resolve(line.trim());
+    };
+    child.stdout.on('data', look);
+    child.stderr.on('data', look);
+    child.on('exit', (code) => reject(new Error(`${path.basename(bin)} exited ${code}: ${out}`)));
+  });
+  child.stdout.removeAllListeners('data');
+  child.stderr.removeAllListeners('data');
+  child.stdout.resume();
+  child.stderr.resume();
+  const stop = () => {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {}
+  };
+  return { url, pid: child.pid, port: Number(new URL(url).port), stop, child };
+}
+
 // One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`.
 // With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
 // executors as that file says.
