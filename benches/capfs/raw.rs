@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs_wire::RemoteFileSystem;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};

@@ -6,9 +6,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfs::{
-    Access, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem, RemoteOptions, Sandbox,
-};
+use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 use crate::measure::multi_thread;
 
@@ -95,8 +94,8 @@ pub(crate) fn work_stealing_server(root: &Path) -> String {
     let (url_tx, url_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         multi_thread().block_on(async move {
-            let config = capfs::server::ServerConfig::default();
-            let server = capfs::server::Server::bind(fs, config).await.unwrap();
+            let config = capfs_wire::server::ServerConfig::default();
+            let server = capfs_wire::server::Server::bind(fs, config).await.unwrap();
             url_tx.send(server.url().to_string()).unwrap();
             server.run_until(std::future::pending()).await.unwrap();
         });

@@ -26,8 +26,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use capfs::protocol::{DATA_FRAME_HEADER_LEN, Message, data_frame_header, data_frame_stream};
-use capfs::server::{ServerConfig, serve_byte_stream};
+use capfs_wire::protocol::{DATA_FRAME_HEADER_LEN, Message, data_frame_header, data_frame_stream};
+use capfs_wire::server::{ServerConfig, serve_byte_stream};
 use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
 use futures_util::{SinkExt, StreamExt};
 use libfuzzer_sys::fuzz_target;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::common::{InProcessServer, TestEnv, env};
 use crate::serve::{RawPeer, error_of};
-use capfs::server::ServerConfig;
+use capfs_wire::server::ServerConfig;
 
 pub(crate) fn uri(path: impl std::fmt::Display) -> String {
     format!("file://{path}")

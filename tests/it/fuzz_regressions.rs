@@ -7,8 +7,9 @@ use std::path::Path;
 use crate::serve::ServerProcess;
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
-    LocalFileSystem, RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
+    LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
 };
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 /// `ws/` read-write with `ws/ro/` a read-only root nested in it, and `ws/link -> ro`.
 fn nested_read_only_tree() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -203,7 +204,7 @@ async fn remote_refuses_a_non_utf8_path_instead_of_touching_another_file() {
 /// the same message.
 #[test]
 fn a_decoded_message_with_floats_round_trips() {
-    use capfs::protocol::Message;
+    use capfs_wire::protocol::Message;
 
     let texts: [&[u8]; 3] = [
         br#"{"id":1,"method":"initialized","params":[0.1,1e-7,2.2250738585072014e-308,123228394.123456789e200,-0,-0.0,1.7976931348623157e308,5e-324]}"#,

@@ -13,10 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use capfs::{
-    AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoteFileSystem, RemoteOptions,
-    RemoveOptions,
-};
+use capfs::{AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoveOptions};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -50,7 +48,7 @@ const MAX_SERVER_THREADS: u64 = MAX_BLOCKING + 16 + 16;
 /// the allocator keeps of memory given back (its arenas keep freed pages: the whole-file
 /// readers alone peak about 100 MiB higher than with a fixed `mmap` threshold). Without the
 /// budget, the whole-file readers alone would hold 600 MiB per connection.
-const MAX_SERVER_RSS_KIB: u64 = (capfs::server::DEFAULT_MAX_OUTGOING_BYTES >> 10)
+const MAX_SERVER_RSS_KIB: u64 = (capfs_wire::server::DEFAULT_MAX_OUTGOING_BYTES >> 10)
     + MAX_CONNECTIONS_HERE * 1024
     + HOSTILE_CONNECTIONS as u64 * 256
     + 320 * 1024;

@@ -6,11 +6,9 @@ use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
 
-use capfs::protocol::{RootAccess, RootDescription};
-use capfs::{
-    AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem, RemoteOptions,
-    Sandbox,
-};
+use capfs::{AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
+use capfs_wire::protocol::{RootAccess, RootDescription};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 use crate::common::{InProcessServer, snapshot};
 
@@ -138,7 +136,7 @@ async fn narrowing_names_roots_by_their_real_path_and_never_widens() {
 async fn a_narrowed_connection_is_confined_and_the_others_are_not() {
     let (_dir, base, sandbox) = tree();
     let fs: Arc<dyn ExecutorFileSystem> = Arc::new(LocalFileSystem::new(sandbox));
-    let server = InProcessServer::start(fs, capfs::server::ServerConfig::default()).await;
+    let server = InProcessServer::start(fs, capfs_wire::server::ServerConfig::default()).await;
     let narrow = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
         .await
         .unwrap();

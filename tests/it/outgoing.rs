@@ -7,7 +7,8 @@
 
 use std::process::Stdio;
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use serde_json::json;
 
 use crate::serve::{RawPeer, ServerProcess, WAIT, error_of, workspace};

@@ -1,4 +1,4 @@
-//! `capfs exec` and [`RemoteProcesses`](capfs::RemoteProcesses) against `capfs serve --exec`:
+//! `capfs exec` and [`RemoteProcesses`](capfs_wire::RemoteProcesses) against `capfs serve --exec`:
 //! input streamed, output passed through, the command's exit status (128 + signal), errors
 //! escaped, events in order through the library client, and a narrowing sent as the request's
 //! policy holding.
@@ -6,7 +6,8 @@
 use std::process::Stdio;
 
 use capfs::process::{ExecutorProcesses, OutputStream, ProcessEvent, ProcessRequest};
-use capfs::{AbsolutePathBuf, Access, RemoteFileSystem, RemoteOptions};
+use capfs::{AbsolutePathBuf, Access};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use tokio::io::AsyncWriteExt;
 
 use crate::process_serve::{exec_server, tree};

@@ -191,9 +191,9 @@ impl ProcessServer {
     pub async fn start(
         fs: Arc<dyn capfs::ExecutorFileSystem>,
         processes: Arc<TestProcesses>,
-        config: capfs::server::ServerConfig,
+        config: capfs_wire::server::ServerConfig,
     ) -> Self {
-        let server = capfs::server::Server::bind(fs, config)
+        let server = capfs_wire::server::Server::bind(fs, config)
             .await
             .expect("bind")
             .with_processes(processes);

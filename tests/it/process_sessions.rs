@@ -16,7 +16,7 @@ use crate::process_double::{ProcessServer, TestProcesses, alive};
 use crate::process_wire::{Peer, until_closed};
 use crate::serve::{RawPeer, error_of};
 use capfs::Access;
-use capfs::server::{AuditLog, ServerConfig};
+use capfs_wire::server::{AuditLog, ServerConfig};
 
 fn start(env: &TestEnv, id: &str, argv: &[&str]) -> Value {
     json!({

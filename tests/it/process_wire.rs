@@ -14,7 +14,7 @@ use crate::codex_protocol::uri;
 use crate::common::{InProcessServer, TestEnv, env};
 use crate::process_double::{ProcessServer, TestProcesses, alive};
 use crate::serve::{RawPeer, error_of};
-use capfs::server::ServerConfig;
+use capfs_wire::server::ServerConfig;
 
 /// A peer that keeps the notifications that arrive while it waits for a reply, for
 /// [`until_closed`] to read: a process's output may come before the answer to any request.

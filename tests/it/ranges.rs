@@ -62,14 +62,15 @@ async fn a_range_whose_reply_passes_the_message_limit_is_refused_before_it_is_re
     let path = sandbox.roots()[0].path().join("f").unwrap();
     let fs: std::sync::Arc<dyn capfs::ExecutorFileSystem> =
         std::sync::Arc::new(capfs::LocalFileSystem::new(sandbox));
-    let config = capfs::server::ServerConfig {
+    let config = capfs_wire::server::ServerConfig {
         max_message_bytes: 4096,
-        ..capfs::server::ServerConfig::default()
+        ..capfs_wire::server::ServerConfig::default()
     };
     let server = crate::common::InProcessServer::start(fs, config).await;
-    let remote = capfs::RemoteFileSystem::connect(&server.url, capfs::RemoteOptions::default())
-        .await
-        .unwrap();
+    let remote =
+        capfs_wire::RemoteFileSystem::connect(&server.url, capfs_wire::RemoteOptions::default())
+            .await
+            .unwrap();
     let err = remote.read_file_range(&path, 0, 10_000).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, ReadDirectoryEntry, RemoteFileSystem, RemoteOptions, RemoveOptions,
-    RenameOptions, Walk, WalkOptions,
+    FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
 };
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use rustix::fs::{CWD, RenameFlags};
 use serde_json::Value;
 use test_case::test_case;

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions, WalkOptions};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, WalkOptions};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -233,9 +234,10 @@ async fn walk_and_listing_replies_are_cut_to_the_message_limit() {
     let members: Vec<&String> = walk["result"].as_object().unwrap().keys().collect();
     assert_eq!(members, ["entries", "truncated"], "{walk}");
     // The library's client never passes a cut listing off as whole.
-    let remote = capfs::RemoteFileSystem::connect(&server.url, capfs::RemoteOptions::default())
-        .await
-        .expect("connect");
+    let remote =
+        capfs_wire::RemoteFileSystem::connect(&server.url, capfs_wire::RemoteOptions::default())
+            .await
+            .expect("connect");
     let many = capfs::AbsolutePathBuf::new(&many).unwrap();
     let error = capfs::ExecutorFileSystem::read_directory(&remote, &many)
         .await

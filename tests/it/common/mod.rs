@@ -19,10 +19,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use capfs::{
-    AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem, RemoteFileSystem, RemoteOptions,
-    Sandbox,
-};
+use capfs::{AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use rustix::fs::{CWD, FileType, Mode};
 
 /// The content of `outside/secret`.
@@ -90,9 +88,9 @@ impl InProcessServer {
     /// Serves `fs` on `127.0.0.1:0` with `config`'s limits.
     pub async fn start(
         fs: Arc<dyn ExecutorFileSystem>,
-        config: capfs::server::ServerConfig,
+        config: capfs_wire::server::ServerConfig,
     ) -> Self {
-        let server = capfs::server::Server::bind(fs, config)
+        let server = capfs_wire::server::Server::bind(fs, config)
             .await
             .expect("bind the in-process server");
         let url = server.url().to_string();

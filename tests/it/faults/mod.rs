@@ -14,11 +14,12 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
-use capfs::protocol::{DATA_CHUNK_BYTES, data_frame_header};
 use capfs::{
-    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoteFileSystem,
-    RemoteOptions, RemoveOptions, RenameOptions,
+    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, RemoveOptions,
+    RenameOptions,
 };
+use capfs_wire::protocol::{DATA_CHUNK_BYTES, data_frame_header};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 mod interrupted;
 mod many_clients;

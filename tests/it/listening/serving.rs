@@ -141,8 +141,8 @@ fn connection_thread_count() -> usize {
 /// such threads, so that the count is its own.
 #[tokio::test]
 async fn connection_threads_serve_every_client_and_end_with_the_server() {
-    use capfs::server::{Server, ServerConfig};
     use capfs::{Access, LocalFileSystem, Sandbox};
+    use capfs_wire::server::{Server, ServerConfig};
 
     let (_dir, ws) = workspace();
     std::fs::write(ws.join("f"), b"hello").unwrap();

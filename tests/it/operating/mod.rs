@@ -17,10 +17,8 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
 use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
-use capfs::{
-    AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoteFileSystem, RemoteOptions,
-    RemoveOptions, RenameOptions,
-};
+use capfs::{AbsolutePathBuf, CopyOptions, ExecutorFileSystem, RemoveOptions, RenameOptions};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 mod audit_and_readiness;
 mod stdio;

@@ -26,8 +26,9 @@ use proptest::test_runner::{Config, TestRunner};
 use capfs::artifact::{image_generation_artifact_path, sanitize};
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
-    LocalFileSystem, RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
+    LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
 };
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 mod artifacts;
 mod paths;

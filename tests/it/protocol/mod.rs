@@ -12,7 +12,8 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use crate::serve::{RawPeer, ServerProcess, error_of, workspace};
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 mod admission;
 mod connections;

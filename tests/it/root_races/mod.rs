@@ -19,8 +19,9 @@ use crate::common::{Entry, assert_same_tree, snapshot};
 use crate::serve::ServerProcess;
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
-    LocalFileSystem, RemoteFileSystem, RemoteOptions, RemoveOptions, RenameOptions, Sandbox,
+    LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
 };
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use rustix::fs::{CWD, RenameFlags};
 
 mod moved_roots;

@@ -12,13 +12,14 @@ use std::time::Duration;
 use crate::common::{self, InProcessServer};
 use crate::serve::{RawPeer, WAIT, error_of, workspace};
 use async_trait::async_trait;
-use capfs::protocol::{DATA_FRAME_LAST_TAG, data_frame_header};
-use capfs::server::ServerConfig;
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
-    FileSystemResult, LocalFileSystem, ReadDirectoryEntry, RemoteFileSystem, RemoteOptions,
-    RemoveOptions, RenameOptions, Sandbox, WriteOptions,
+    FileSystemResult, LocalFileSystem, ReadDirectoryEntry, RemoveOptions, RenameOptions, Sandbox,
+    WriteOptions,
 };
+use capfs_wire::protocol::{DATA_FRAME_LAST_TAG, data_frame_header};
+use capfs_wire::server::ServerConfig;
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::common::InProcessServer;
 use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
-use capfs::server::ServerConfig;
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, RemoteFileSystem, RemoteOptions, WriteOptions};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 use capfs::{Access, LocalFileSystem, Sandbox};
+use capfs_wire::server::ServerConfig;
+use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message as WsMessage;

@@ -1,0 +1,398 @@
+//! One connection's client side: requests multiplexed by id, the reader task that routes
+//! replies and data frames to their callers, and the writer task.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+
+use super::RemoteOptions;
+use super::outgoing::{Outbound, write_out};
+use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id};
+use crate::protocol::{
+    DATA_FRAME_HEADER_LEN, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
+    InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RootDescription,
+    data_frame_stream,
+};
+use crate::transport::shared::DirectSocket;
+use capfs::{AbsolutePathBuf, WriteOptions};
+
+/// A reply as it arrived: the whole message, which its caller decodes straight into the type
+/// it expects (no `serde_json::Value` in between).
+pub(super) type Reply = Bytes;
+/// Calls awaiting their response; `None` once the connection is gone.
+type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
+/// Streamed reads receiving data frames, by stream id.
+pub(super) type Downloads = Arc<Mutex<HashMap<u64, mpsc::Sender<Bytes>>>>;
+
+/// A call or stream that heard nothing from the server within `bound` (`call timeout`,
+/// `stream idle timeout`).
+pub(super) fn no_reply(what: &str, bound: &str, after: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what}: nothing from the server within the {bound} ({after:?})"),
+    )
+}
+
+pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what} timed out after {after:?}"),
+    )
+}
+
+/// Streamed writes at once per connection, well below the server's in-flight bound so that the
+/// server never has to refuse one.
+const MAX_UPLOADS: usize = 16;
+/// Messages queued for the connection's writer: with data frames of 256 KiB, at most 8 MiB.
+const OUT_QUEUE_MESSAGES: usize = 32;
+
+#[derive(Debug)]
+pub(super) struct Client {
+    out: mpsc::Sender<Outbound>,
+    /// The writer sends streamed writes' data frames itself, past tungstenite (`outgoing.rs`).
+    pub(super) direct_frames: bool,
+    pub(super) pending: Pending,
+    pub(super) downloads: Downloads,
+    pub(super) upload_slots: tokio::sync::Semaphore,
+    pub(super) next_id: AtomicI64,
+    pub(super) reader: JoinHandle<()>,
+    pub(super) data_frames: bool,
+    /// The server's bound on whole-file reads, when it announced one.
+    pub(super) read_limit: Option<u64>,
+    /// The server walks trees in one request (`capfs/walk`).
+    pub(super) walk: bool,
+    /// The server announced capfs's extensions (optional params are sent only then).
+    pub(super) capfs: bool,
+    /// The roots the server announced.
+    pub(super) roots: Vec<RootDescription>,
+    /// How long a call waits for its reply.
+    call_timeout: Duration,
+    /// How long a stream goes without progress.
+    pub(super) stream_idle_timeout: Duration,
+    /// The server narrows a connection's roots (`capfs/narrowRoots`).
+    pub(super) narrow_roots: bool,
+    /// The server reads ranges of files (`capfs/readFileRange`).
+    pub(super) ranges: bool,
+    /// The processes started through this connection, by id, where their notifications go.
+    pub(super) routes: super::processes::Routes,
+    /// What the server said of the processes it serves, when it serves them.
+    pub(super) processes_info: Option<crate::protocol::process::ProcessesInfo>,
+    /// The command carrying the connection, its process group killed when the client goes
+    /// away.
+    _command: Option<CommandGroup>,
+}
+
+/// A command run in its own process group; dropping it kills the whole group.
+#[derive(Debug)]
+pub(super) struct CommandGroup(pub(super) tokio::process::Child);
+
+impl Drop for CommandGroup {
+    fn drop(&mut self) {
+        let group = self
+            .0
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+pub(super) fn connection_lost() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "connection to the capfs server was lost",
+    )
+}
+
+impl Client {
+    /// Starts the reader and writer tasks on an open WebSocket and completes `initialize`.
+    pub(super) async fn start<S>(
+        ws: tokio_tungstenite::WebSocketStream<S>,
+        socket: Option<DirectSocket>,
+        options: &RemoteOptions,
+        command: Option<CommandGroup>,
+    ) -> io::Result<Self>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sink, stream) = ws.split();
+        let (out, out_rx) = mpsc::channel::<Outbound>(OUT_QUEUE_MESSAGES);
+        let direct_frames = socket.is_some();
+        tokio::spawn(write_out(sink, socket, out_rx));
+        let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
+        let downloads: Downloads = Arc::default();
+        let routes = super::processes::Routes::default();
+        let reader = tokio::spawn(read_replies(
+            stream,
+            Arc::clone(&pending),
+            Arc::clone(&downloads),
+            Arc::clone(&routes),
+        ));
+        let mut client = Client {
+            out,
+            direct_frames,
+            pending,
+            downloads,
+            upload_slots: tokio::sync::Semaphore::new(MAX_UPLOADS),
+            next_id: AtomicI64::new(1),
+            reader,
+            data_frames: false,
+            read_limit: None,
+            walk: false,
+            capfs: false,
+            roots: Vec::new(),
+            call_timeout: options.call_timeout,
+            stream_idle_timeout: options.stream_idle_timeout,
+            narrow_roots: false,
+            ranges: false,
+            routes,
+            processes_info: None,
+            _command: command,
+        };
+        let params = InitializeParams {
+            client_name: options.client_name.clone(),
+            resume_session_id: None,
+        };
+        let initialized: InitializeResponse = tokio::time::timeout(
+            options.connect_timeout,
+            client.call(INITIALIZE_METHOD, params),
+        )
+        .await
+        .map_err(|_| timed_out("initialize", options.connect_timeout))??;
+        client.data_frames = initialized.capfs.as_ref().is_some_and(|c| c.data_frames);
+        client.read_limit = initialized.capfs.as_ref().and_then(|c| c.read_limit);
+        client.walk = initialized.capfs.as_ref().is_some_and(|c| c.walk);
+        client.capfs = initialized.capfs.is_some();
+        client.narrow_roots = initialized.capfs.as_ref().is_some_and(|c| c.narrow_roots);
+        client.ranges = initialized.capfs.as_ref().is_some_and(|c| c.ranges);
+        client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
+        client.processes_info = initialized.environment_info.and_then(|e| e.processes);
+        client.notify(INITIALIZED_METHOD).await?;
+        Ok(client)
+    }
+
+    pub(super) fn new_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Tells the server to give up a streamed write: an empty data frame of its stream.
+    pub(super) fn abort_upload(&self, header: &[u8; DATA_FRAME_HEADER_LEN]) {
+        let message = WsMessage::Binary(header.to_vec().into());
+        let _ = self.out.try_send(Outbound::Message(message));
+    }
+
+    /// Queues `item` for the writer.
+    pub(super) async fn send(&self, item: Outbound) -> io::Result<()> {
+        self.out.send(item).await.map_err(|_| connection_lost())
+    }
+
+    pub(super) async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> io::Result<T> {
+        let started = std::time::Instant::now();
+        let (id, reply) = self.start_call(method, params).await?;
+        let reply = self.reply_in_time(method, id, reply).await?;
+        let result = finish(method, reply);
+        tracing::debug!(
+            method,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            ok = result.is_ok(),
+            "call"
+        );
+        result
+    }
+
+    /// `options` as they may be sent: none of them to a server that did not announce capfs,
+    /// which would not expect the params.
+    pub(super) fn capfs_options(&self, options: WriteOptions) -> WriteOptions {
+        if self.capfs {
+            options
+        } else {
+            WriteOptions::default()
+        }
+    }
+
+    /// A call of a capfs extension: `Unsupported` without asking when the server did not
+    /// announce capfs, and when it does not know the method.
+    pub(super) async fn capfs_call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        path: &AbsolutePathBuf,
+        what: &str,
+    ) -> io::Result<T> {
+        let unsupported = || {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{path}: the server does not support {what}"),
+            )
+        };
+        if !self.capfs {
+            return Err(unsupported());
+        }
+        let started = std::time::Instant::now();
+        let (id, reply) = self.start_call(method, params).await?;
+        let reply = self.reply_in_time(method, id, reply).await?;
+        tracing::debug!(
+            method,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "call"
+        );
+        let reply = reply.map_err(|_| connection_lost())?;
+        if error_code(&reply) == Some(METHOD_NOT_FOUND) {
+            return Err(unsupported());
+        }
+        finish(method, Ok(reply))
+    }
+
+    /// Waits for the reply to call `id` for at most the call timeout; past it the call is
+    /// forgotten (a late reply is dropped) and fails with `TimedOut`.
+    async fn reply_in_time(
+        &self,
+        method: &str,
+        id: i64,
+        reply: oneshot::Receiver<Reply>,
+    ) -> io::Result<Result<Reply, oneshot::error::RecvError>> {
+        match tokio::time::timeout(self.call_timeout, reply).await {
+            Ok(reply) => Ok(reply),
+            Err(_) => {
+                self.forget(id);
+                Err(no_reply(method, "call timeout", self.call_timeout))
+            }
+        }
+    }
+
+    /// Sends a request; returns its id and the receiver of its reply.
+    pub(super) async fn start_call(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> io::Result<(i64, oneshot::Receiver<Reply>)> {
+        let id = self.new_id();
+        // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
+        let text = serde_json::to_string(&OutgoingRequest { id, method, params })
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().expect("pending map lock");
+            let map = pending.as_mut().ok_or_else(connection_lost)?;
+            map.insert(id, tx);
+        }
+        if self
+            .send(Outbound::Message(WsMessage::text(text)))
+            .await
+            .is_err()
+        {
+            self.forget(id);
+            return Err(connection_lost());
+        }
+        Ok((id, rx))
+    }
+
+    /// Drops the waiter of call `id`: its reply, if it ever comes, is ignored.
+    pub(super) fn forget(&self, id: i64) {
+        if let Some(map) = self.pending.lock().expect("pending map lock").as_mut() {
+            map.remove(&id);
+        }
+    }
+
+    async fn notify(&self, method: &str) -> io::Result<()> {
+        let notification = Message::Notification(Notification {
+            method: method.to_string(),
+            params: None,
+        });
+        self.send(Outbound::Message(WsMessage::text(notification.to_text())))
+            .await
+    }
+}
+
+/// The reader task: hands each reply to the call waiting for it and each data frame to the
+/// streamed read it belongs to, until the connection ends; then every pending call fails.
+async fn read_replies<S>(
+    mut stream: S,
+    pending: Pending,
+    downloads: Downloads,
+    routes: super::processes::Routes,
+) where
+    S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
+{
+    let mut broken = None;
+    loop {
+        let frame = match stream.next().await {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                broken = broken_by(&e);
+                break;
+            }
+            None => break,
+        };
+        let bytes = match frame {
+            WsMessage::Text(text) => Bytes::clone(text.as_ref()),
+            WsMessage::Binary(bytes) => {
+                if let Some(stream_id) = data_frame_stream(&bytes) {
+                    let consumer = downloads
+                        .lock()
+                        .expect("downloads lock")
+                        .get(&stream_id)
+                        .cloned();
+                    if let Some(consumer) = consumer {
+                        let _ = consumer.send(bytes.slice(DATA_FRAME_HEADER_LEN..)).await;
+                    }
+                    continue;
+                }
+                bytes
+            }
+            WsMessage::Close(_) => break,
+            _ => continue,
+        };
+        let Some(id) = reply_id(&bytes) else {
+            super::processes::route(&bytes, &routes).await;
+            continue;
+        };
+        let waiter = pending
+            .lock()
+            .expect("pending map lock")
+            .as_mut()
+            .and_then(|map| map.remove(&id));
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(bytes);
+        }
+    }
+    // Dropping every waiter wakes each pending call with `BrokenPipe`; when the server broke
+    // the protocol, each is answered with what it did instead.
+    let waiters = pending.lock().expect("pending map lock").take();
+    downloads.lock().expect("downloads lock").clear();
+    routes.lock().expect("process routes").clear();
+    if let (Some(broken), Some(waiters)) = (broken, waiters) {
+        for (id, waiter) in waiters {
+            let _ = waiter.send(local_error_reply(id, &broken));
+        }
+    }
+}
+
+/// A request as it goes out: the params serialised in place, without a `Value` in between.
+#[derive(Serialize)]
+struct OutgoingRequest<'a, P> {
+    id: i64,
+    method: &'a str,
+    params: P,
+}

@@ -1,0 +1,342 @@
+//! `fs/open` handles of one connection: read handles are a descriptor read at any offset;
+//! replace handles feed a streamed atomic write, so the path shows the old file until
+//! `fs/close` and a handle that is abandoned (not closed, or its connection gone) leaves the old
+//! file and no temporary behind.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
+
+/// Handles one connection may hold open, as codex's own executor bounds them.
+pub(crate) const MAX_HANDLES_PER_CONNECTION: usize = 128;
+/// The longest handle id a client may choose.
+pub(crate) const MAX_HANDLE_ID_BYTES: usize = 32;
+/// The largest block one `fs/readBlock` returns.
+pub(crate) const MAX_BLOCK_BYTES: u64 = 1024 * 1024;
+/// Blocks a replace handle queues ahead of the disk.
+const QUEUED_BLOCKS: usize = 2;
+
+enum Handle {
+    Read(Arc<std::fs::File>),
+    Replace(tokio::sync::Mutex<Replace>),
+}
+
+struct Replace {
+    blocks: Option<mpsc::Sender<Vec<u8>>>,
+    written: u64,
+    write: Option<JoinHandle<io::Result<u64>>>,
+}
+
+struct Entry {
+    handle: Arc<Handle>,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// The open handles of one connection.
+pub(crate) struct Handles {
+    open: Mutex<HashMap<String, Entry>>,
+    /// Handles open across the server: each read handle holds a descriptor.
+    server: Arc<Semaphore>,
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+fn unknown(id: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("unknown file handle `{id}`"),
+    )
+}
+
+fn too_many_handles() -> io::Error {
+    invalid(format!(
+        "too many open file handles: at most {MAX_HANDLES_PER_CONNECTION} per connection"
+    ))
+}
+
+impl Handles {
+    pub(crate) fn new(server: Arc<Semaphore>) -> Self {
+        Self {
+            open: Mutex::new(HashMap::new()),
+            server,
+        }
+    }
+
+    fn take_slot(&self, id: &str) -> io::Result<OwnedSemaphorePermit> {
+        if id.is_empty() || id.len() > MAX_HANDLE_ID_BYTES {
+            return Err(invalid(format!(
+                "file handle ID must be 1 to {MAX_HANDLE_ID_BYTES} bytes"
+            )));
+        }
+        let open = self.open.lock().expect("handle table");
+        if open.contains_key(id) {
+            return Err(invalid(format!("file handle `{id}` already exists")));
+        }
+        if open.len() >= MAX_HANDLES_PER_CONNECTION {
+            return Err(too_many_handles());
+        }
+        Arc::clone(&self.server).try_acquire_owned().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                "server busy: too many open file handles on this server",
+            )
+        })
+    }
+
+    fn insert(&self, id: String, handle: Handle, slot: OwnedSemaphorePermit) -> io::Result<()> {
+        let mut open = self.open.lock().expect("handle table");
+        if open.contains_key(&id) {
+            return Err(invalid(format!("file handle `{id}` already exists")));
+        }
+        // Checked again: opens that ran at once each passed the first check.
+        if open.len() >= MAX_HANDLES_PER_CONNECTION {
+            return Err(too_many_handles());
+        }
+        let handle = Arc::new(handle);
+        open.insert(
+            id,
+            Entry {
+                handle,
+                _slot: slot,
+            },
+        );
+        Ok(())
+    }
+
+    fn get(&self, id: &str) -> io::Result<Arc<Handle>> {
+        let open = self.open.lock().expect("handle table");
+        open.get(id)
+            .map(|entry| Arc::clone(&entry.handle))
+            .ok_or_else(|| unknown(id))
+    }
+
+    /// Opens `path` for block reads under `id`.
+    pub(crate) async fn open_read(
+        &self,
+        fs: &dyn ExecutorFileSystem,
+        id: String,
+        path: &AbsolutePathBuf,
+    ) -> io::Result<()> {
+        let slot = self.take_slot(&id)?;
+        let file = fs.open_file(path).await?;
+        self.insert(id, Handle::Read(Arc::new(file)), slot)
+    }
+
+    /// Opens `path` for replacement under `id`: the write is staged now (so a missing parent or
+    /// a read-only root fails here) and committed on [`close`](Self::close).
+    pub(crate) async fn open_replace(
+        &self,
+        fs: Arc<dyn ExecutorFileSystem>,
+        id: String,
+        path: AbsolutePathBuf,
+    ) -> io::Result<()> {
+        let slot = self.take_slot(&id)?;
+        let (blocks, receiver) = mpsc::channel(QUEUED_BLOCKS);
+        let (started, staged) = oneshot::channel();
+        let mut reader = Blocks {
+            receiver,
+            current: Vec::new(),
+            at: 0,
+            started: Some(started),
+            ended: false,
+        };
+        let mut write = tokio::spawn(async move {
+            let options = WriteOptions::default();
+            fs.write_file_from(&path, &mut reader, None, options, &mut |_| {})
+                .await
+        });
+        // The write reads its first block only once its temporary file exists: either that, or
+        // the reason it could not begin.
+        tokio::select! {
+            biased;
+            Ok(()) = staged => {}
+            result = &mut write => {
+                let error = match result {
+                    Ok(Err(error)) => error,
+                    Ok(Ok(_)) => io::Error::other("the write ended before its first block"),
+                    Err(error) => io::Error::other(format!("the write failed: {error}")),
+                };
+                return Err(error);
+            }
+        }
+        let replace = Replace {
+            blocks: Some(blocks),
+            written: 0,
+            write: Some(write),
+        };
+        self.insert(id, Handle::Replace(tokio::sync::Mutex::new(replace)), slot)
+    }
+
+    /// Up to `len` bytes at `offset` of read handle `id`, and whether they reach the end.
+    pub(crate) async fn read_block(
+        &self,
+        id: &str,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<(Vec<u8>, bool)> {
+        if !(1..=MAX_BLOCK_BYTES).contains(&len) {
+            return Err(invalid(format!(
+                "file read block length must be between 1 and {MAX_BLOCK_BYTES}"
+            )));
+        }
+        let Handle::Read(file) = &*self.get(id)? else {
+            return Err(invalid(format!(
+                "file handle `{id}` is not open for reading"
+            )));
+        };
+        let file = Arc::clone(file);
+        tokio::task::spawn_blocking(move || read_at(&file, offset, len as usize))
+            .await
+            .map_err(|e| io::Error::other(format!("block read failed: {e}")))?
+    }
+
+    /// Appends `chunk` to replace handle `id`; `offset` must be what was written so far.
+    pub(crate) async fn write_block(
+        &self,
+        id: &str,
+        offset: u64,
+        chunk: Vec<u8>,
+    ) -> io::Result<()> {
+        let handle = self.get(id)?;
+        let Handle::Replace(replace) = &*handle else {
+            return Err(invalid(format!(
+                "file handle `{id}` is not open for writing"
+            )));
+        };
+        let mut replace = replace.lock().await;
+        if offset != replace.written {
+            return Err(invalid(format!(
+                "file handle `{id}`: block at offset {offset}, but {} bytes are written; blocks go in order",
+                replace.written
+            )));
+        }
+        if chunk.is_empty() {
+            // Nothing to write; an empty block on the queue would end the file.
+            return Ok(());
+        }
+        let len = chunk.len() as u64;
+        let sent = match &replace.blocks {
+            Some(blocks) => blocks.send(chunk).await.is_ok(),
+            None => false,
+        };
+        if !sent {
+            // The write ended early: its error is the answer.
+            replace.blocks = None;
+            return Err(match finish(&mut replace).await {
+                Err(error) => error,
+                Ok(()) => io::Error::other(format!("file handle `{id}`: the write has ended")),
+            });
+        }
+        replace.written += len;
+        Ok(())
+    }
+
+    /// Closes handle `id`; a replace handle's file replaces its path now.
+    pub(crate) async fn close(&self, id: &str) -> io::Result<()> {
+        let entry = self
+            .open
+            .lock()
+            .expect("handle table")
+            .remove(id)
+            .ok_or_else(|| unknown(id))?;
+        if let Handle::Replace(replace) = &*entry.handle {
+            let mut replace = replace.lock().await;
+            if let Some(blocks) = replace.blocks.take() {
+                // An empty block is the end: the reader gives the write its end of input.
+                let _ = blocks.send(Vec::new()).await;
+            }
+            finish(&mut replace).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn finish(replace: &mut Replace) -> io::Result<()> {
+    let Some(write) = replace.write.take() else {
+        return Err(io::Error::other("the write has already ended"));
+    };
+    match write.await {
+        Ok(result) => result.map(|_| ()),
+        Err(error) => Err(io::Error::other(format!("the write failed: {error}"))),
+    }
+}
+
+fn read_at(file: &std::fs::File, offset: u64, len: usize) -> io::Result<(Vec<u8>, bool)> {
+    // Read into the vector's spare room (rustix grows it by what each read filled): nothing
+    // is zeroed first.
+    let mut data = Vec::with_capacity(len);
+    while data.len() < len {
+        let at = offset.saturating_add(data.len() as u64);
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut data), at) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // A larger allocation than asked may have been filled past `len`.
+    data.truncate(len);
+    let size = file.metadata()?.len();
+    let eof = data.len() < len || offset.saturating_add(data.len() as u64) >= size;
+    Ok((data, eof))
+}
+
+/// The blocks of a replace handle as the reader a streamed write takes. An empty block ends the
+/// input; a sender dropped without one (the handle abandoned) is an error, so the write leaves
+/// the old file.
+struct Blocks {
+    receiver: mpsc::Receiver<Vec<u8>>,
+    current: Vec<u8>,
+    at: usize,
+    started: Option<oneshot::Sender<()>>,
+    /// The end was read: every later read is the end again.
+    ended: bool,
+}
+
+impl AsyncRead for Blocks {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if let Some(started) = this.started.take() {
+            let _ = started.send(());
+        }
+        loop {
+            if this.ended {
+                return Poll::Ready(Ok(()));
+            }
+            if this.at < this.current.len() {
+                let n = buf.remaining().min(this.current.len() - this.at);
+                buf.put_slice(&this.current[this.at..this.at + n]);
+                this.at += n;
+                return Poll::Ready(Ok(()));
+            }
+            match this.receiver.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(block)) if block.is_empty() => this.ended = true,
+                Poll::Ready(Some(block)) => {
+                    this.current = block;
+                    this.at = 0;
+                }
+                Poll::Ready(None) => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "the file handle was abandoned before fs/close",
+                    )));
+                }
+            }
+        }
+    }
+}

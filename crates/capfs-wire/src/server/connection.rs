@@ -1,0 +1,449 @@
+//! One connection: the read loop, requests run concurrently up to the in-flight bound, replies
+//! queued for the writer task, and the drain at shutdown.
+//!
+//! The read loop does no file work and never waits for a slot: every request runs on a task of
+//! its own, so data frames and ordinary requests never wait on each other.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+use super::audit::{self, RequestLog};
+use super::budget::{Budget, ConnectionBudget, ReplyBudget};
+use super::codex::watch::MAX_WATCHES_PER_SERVER;
+use super::config::ServerConfig;
+use super::handler::{self, Payload, Runs, send};
+use super::outgoing::{self, Outgoing};
+use super::process::{Attached, ServerProcesses, Sink};
+use super::reply;
+use super::session::{FsCall, Session, Step};
+use super::sessions::Sessions;
+use super::stall::WriterClock;
+use super::stream::{self, StreamContext};
+use super::work::{RequestSlots, Work};
+use crate::protocol::{
+    DATA_FRAME_HEADER_LEN, ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
+};
+use crate::transport::shared::DirectSocket;
+use capfs::ExecutorFileSystem;
+
+/// Messages queued for one connection's writer. Where a streamed read's data frames go through
+/// the queue (not read by the writer itself, see `outgoing.rs`), this bounds them at 8 MiB per
+/// connection.
+const OUT_QUEUE_MESSAGES: usize = 32;
+
+/// What every connection of one server shares.
+pub(crate) struct Shared {
+    pub(crate) fs: Arc<dyn ExecutorFileSystem>,
+    pub(crate) config: ServerConfig,
+    pub(crate) connections: Arc<Semaphore>,
+    /// Requests doing file-system work at once, across the server.
+    pub(crate) work: Arc<Semaphore>,
+    /// Sessions of the current codex protocol, which outlive their connections by the TTL.
+    pub(crate) sessions: Arc<Sessions>,
+    /// `fs/open` handles open at once across the server.
+    pub(crate) handles: Arc<Semaphore>,
+    /// `fs/watchMissing` watches at once across the server.
+    pub(crate) watches: Arc<Semaphore>,
+    /// The outgoing bytes replies and data frames may hold, across the server.
+    pub(crate) budget: Budget,
+    /// The processes the server serves, if it does.
+    pub(crate) processes: Option<Arc<ServerProcesses>>,
+}
+
+/// `fs/open` handles open at once across a server (each read handle holds a descriptor).
+const MAX_OPEN_HANDLES: usize = 1024;
+
+impl Shared {
+    pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
+        let fs_roots = fs.served_roots();
+        Self {
+            fs,
+            connections: Arc::new(Semaphore::new(config.max_connections)),
+            work: Arc::new(Semaphore::new(config.max_blocking)),
+            sessions: Arc::new(Sessions::new(config.session_ttl)),
+            handles: Arc::new(Semaphore::new(MAX_OPEN_HANDLES)),
+            watches: Arc::new(Semaphore::new(MAX_WATCHES_PER_SERVER)),
+            budget: Budget::new(
+                config.max_outgoing_bytes,
+                config.max_outgoing_bytes_per_connection,
+            ),
+            processes: config.processes.as_ref().map(|served| {
+                Arc::new(ServerProcesses::new(
+                    Arc::clone(&served.0),
+                    config.max_processes,
+                    config.max_processes_per_connection,
+                    config.session_ttl,
+                    config.audit.clone(),
+                    fs_roots,
+                ))
+            }),
+            config,
+        }
+    }
+}
+
+pub(crate) struct Connection {
+    shared: Arc<Shared>,
+    id: u64,
+    peer: Arc<str>,
+    session: Session,
+    /// Requests running (or, for a streamed transfer, open) at once.
+    in_flight: Arc<Semaphore>,
+    /// Requests read and not yet answered: running, or waiting for an in-flight slot. The read
+    /// loop never waits for a slot, so data frames always get read; beyond this bound a request
+    /// is refused with `server busy`.
+    admitted: Arc<Semaphore>,
+    work: Work,
+    /// This connection's part of the outgoing budget.
+    budget: ConnectionBudget,
+    /// Streamed writes still expecting data frames, by stream id.
+    uploads: HashMap<u64, stream::Upload>,
+    /// The writer writes data frames of local files into the socket itself (see `outgoing.rs`).
+    direct_frames: bool,
+}
+
+impl Connection {
+    pub(crate) fn new(shared: Arc<Shared>, id: u64, peer: Arc<str>) -> Self {
+        let in_flight = Arc::new(Semaphore::new(shared.config.max_in_flight));
+        let admitted = Arc::new(Semaphore::new(
+            shared.config.max_in_flight.saturating_mul(2),
+        ));
+        let work = Work::new(
+            Arc::new(Semaphore::new(shared.config.max_blocking_per_connection)),
+            Arc::clone(&shared.work),
+        );
+        let session = Session::new(shared.config.max_message_bytes)
+            .with_roots(shared.fs.served_roots())
+            .announcing(shared.fs.read_file_limit())
+            .serving(
+                Arc::clone(&shared.fs),
+                Arc::clone(&shared.sessions),
+                Arc::clone(&shared.handles),
+                Arc::clone(&shared.watches),
+            );
+        let session = match &shared.processes {
+            Some(processes) => session.serving_processes(super::process::info(&*processes.imp)),
+            None => session,
+        };
+        let budget = shared.budget.connection();
+        Self {
+            shared,
+            id,
+            peer,
+            session,
+            in_flight,
+            admitted,
+            work,
+            budget,
+            uploads: HashMap::new(),
+            direct_frames: false,
+        }
+    }
+
+    /// The connection carries JSON lines: no data frames.
+    pub(crate) fn over_lines(mut self) -> Self {
+        self.session = self.session.without_data_frames();
+        self
+    }
+
+    pub(crate) async fn run<S>(
+        mut self,
+        ws: tokio_tungstenite::WebSocketStream<S>,
+        socket: Option<DirectSocket>,
+        stop: CancellationToken,
+    ) where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sink, mut stream) = ws.split();
+        let (out_tx, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
+        let watches = Arc::clone(&self.session.connection().watches);
+        watches.send_to(out_tx.clone());
+        // Dropping the connection (cut at the shutdown deadline) ends its writer too.
+        self.direct_frames = socket.is_some();
+        let socket = socket.map(|socket| (socket, self.work.clone()));
+        let clock = Arc::new(WriterClock::new());
+        let writer = AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(
+            sink,
+            socket,
+            out_rx,
+            Arc::clone(&clock),
+        )));
+        let idle = self.shared.config.stream_idle_timeout;
+        // A peer that reads nothing: once the writer has waited twice the idle timeout (a stream
+        // waiting on the peer fails with its own timeout first), the watchdog drops the writer
+        // with what is queued, so that its reservations go back and every request waiting on
+        // the budget or the queue ends, the read loop's own answers included.
+        let stalled = CancellationToken::new();
+        let watchdog = {
+            let (clock, writer, stalled) = (clock, writer.abort_handle(), stalled.clone());
+            AbortOnDropHandle::new(tokio::spawn(async move {
+                clock.stalled(idle * 2).await;
+                writer.abort();
+                stalled.cancel();
+            }))
+        };
+        loop {
+            let incoming = tokio::select! {
+                () = stop.cancelled() => break,
+                () = stalled.cancelled() => {
+                    tracing::warn!(
+                        connection = self.id,
+                        "the peer took nothing queued for it in {:?}: connection closed",
+                        idle * 2
+                    );
+                    break;
+                }
+                incoming = stream.next() => incoming,
+            };
+            match incoming {
+                Some(Ok(WsMessage::Text(text))) => self.on_message(text.as_bytes(), &out_tx).await,
+                Some(Ok(WsMessage::Binary(bytes))) => match data_frame_kind(&bytes) {
+                    Some((stream_id, last)) => {
+                        let payload = bytes.slice(DATA_FRAME_HEADER_LEN..);
+                        stream::route_data(&mut self.uploads, stream_id, last, payload, idle).await;
+                    }
+                    None => self.on_message(&bytes, &out_tx).await,
+                },
+                Some(Ok(WsMessage::Close(_))) | None => break,
+                Some(Ok(_)) => continue,
+                Some(Err(WsError::Capacity(e))) => {
+                    tracing::warn!(connection = self.id, "message refused: {e}");
+                    let close = CloseFrame {
+                        code: CloseCode::Size,
+                        reason: format!(
+                            "message too big: limit is {} bytes",
+                            self.shared.config.max_message_bytes
+                        )
+                        .into(),
+                    };
+                    send(&out_tx, WsMessage::Close(Some(close))).await;
+                    break;
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(connection = self.id, "read failed: {e}");
+                    break;
+                }
+            }
+        }
+        // Streamed writes still waiting for data will never get it: they fail and leave their
+        // files as they were.
+        self.uploads.clear();
+        // Let every admitted request finish and queue its response before the writer closes.
+        let _ = self
+            .admitted
+            .acquire_many(self.shared.config.max_in_flight.saturating_mul(2) as u32)
+            .await;
+        // Watches hold the queue too: they end with their connection. Processes let go of it
+        // and wait for the session to be resumed.
+        watches.stop();
+        let attached = self.session.connection().processes();
+        if let (Some(attached), Some(id)) = (attached, self.session.id()) {
+            attached.server.leave(id, &attached.session);
+        }
+        drop(out_tx);
+        let _ = writer.await;
+        drop(watchdog);
+        if let Some(id) = self.session.id() {
+            self.shared.sessions.leave(id);
+        }
+    }
+
+    async fn on_message(&mut self, bytes: &[u8], out: &mpsc::Sender<Outgoing>) {
+        let step = self.session.receive(bytes);
+        self.attach_processes(out);
+        match step {
+            Step::Reply(message) => {
+                let mut budget = self.reply_budget();
+                reply::send_message(out, &mut budget, &message).await;
+            }
+            Step::Answer { request, reply } => {
+                let log = self.request_log(&request.method, request.params.as_ref());
+                self.answer(out, log, request.id, reply).await;
+            }
+            Step::Run(call) => self.on_request(call, out).await,
+            Step::Ignore => {}
+        }
+    }
+
+    /// Once the handshake named the session, its processes send their notifications here.
+    fn attach_processes(&mut self, out: &mpsc::Sender<Outgoing>) {
+        let connection = self.session.connection();
+        let (Some(processes), Some(id)) = (&self.shared.processes, self.session.id()) else {
+            return;
+        };
+        if connection.processes().is_some() {
+            return;
+        }
+        let sink = Sink {
+            out: out.clone(),
+            budget: self.budget.clone(),
+        };
+        connection.set_processes(Attached {
+            server: Arc::clone(processes),
+            session: processes.attach(id, sink),
+            connection: self.id,
+            peer: Arc::clone(&self.peer),
+        });
+    }
+
+    /// The log of a request that starts now.
+    fn request_log(&self, method: &str, params: Option<&Value>) -> RequestLog {
+        let keep_paths = audit::keeps_paths(self.shared.config.audit.as_ref());
+        let paths = if keep_paths {
+            audit::raw_paths(params)
+        } else {
+            Vec::new()
+        };
+        RequestLog {
+            audit: self.shared.config.audit.clone(),
+            connection: self.id,
+            peer: Arc::clone(&self.peer),
+            method: method.to_string(),
+            paths,
+            started: Instant::now(),
+        }
+    }
+
+    /// Sends a reply decided here, without running the request, and logs it.
+    async fn answer(
+        &self,
+        out: &mpsc::Sender<Outgoing>,
+        log: RequestLog,
+        id: RequestId,
+        reply: Result<Value, ErrorObject>,
+    ) {
+        log.finish(&reply, 0);
+        let mut budget = self.reply_budget();
+        reply::send(out, &mut budget, id, reply.map(Payload::Json)).await;
+    }
+
+    fn reply_budget(&self) -> ReplyBudget {
+        ReplyBudget::new(self.budget.clone(), self.work.clone())
+    }
+
+    fn busy(&self) -> ErrorObject {
+        let message = format!(
+            "server busy: {} requests already in flight on this connection",
+            self.shared.config.max_in_flight
+        );
+        ErrorObject::new(SERVER_BUSY, message)
+    }
+
+    /// The file system this connection serves: the server's, or a narrowing of it
+    /// (`capfs/narrowRoots`, `narrow.rs`), kept where the connection's handles and watches find
+    /// it too.
+    fn fs(&self) -> Arc<dyn ExecutorFileSystem> {
+        self.session
+            .connection()
+            .fs()
+            .unwrap_or_else(|| Arc::clone(&self.shared.fs))
+    }
+
+    fn stream_context(&self, out: &mpsc::Sender<Outgoing>) -> StreamContext {
+        StreamContext {
+            fs: self.fs(),
+            work: self.work.clone(),
+            idle: self.shared.config.stream_idle_timeout,
+            out: out.clone(),
+            direct_frames: self.direct_frames,
+            budget: self.budget.clone(),
+        }
+    }
+
+    /// Runs a request that passed the handshake rules. Never waits for a slot: a request is
+    /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
+    async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<Outgoing>) {
+        let FsCall { id, method, params } = call;
+        let log = self.request_log(&method, params.as_ref());
+        let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
+            let error = self.busy();
+            self.answer(out, log, id, Err(error)).await;
+            return;
+        };
+        let runs = handler::method(&method).map(|m| m.runs);
+        if runs == Some(Runs::StreamWrite) {
+            // A streamed write must start at once: its data frames arrive behind it on this
+            // same socket, and the read loop cannot hold them for a write that waits.
+            let Ok(in_flight) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+                let error = self.busy();
+                self.answer(out, log, id, Err(error)).await;
+                return;
+            };
+            let ctx = self.stream_context(out);
+            let slots = RequestSlots::new(in_flight, admitted);
+            if let Err(error) = stream::start_write(
+                ctx,
+                &mut self.uploads,
+                id.clone(),
+                params,
+                slots,
+                log.clone(),
+            ) {
+                self.answer(out, log, id, Err(error)).await;
+            }
+            return;
+        }
+        if runs == Some(Runs::ReadLoop) {
+            // In the read loop: every request read after this one sees the narrowed roots,
+            // and so does the work that outlives a request (replace handles, watches).
+            let mut fs = self.fs();
+            let reply = super::narrow::narrow_connection(&mut fs, params).await;
+            self.session.connection().set_fs(fs);
+            self.answer(out, log, id, reply).await;
+            return;
+        }
+        let in_flight = Arc::clone(&self.in_flight);
+        if runs == Some(Runs::StreamRead) {
+            let ctx = self.stream_context(out);
+            tokio::spawn(async move {
+                let Ok(in_flight) = in_flight.acquire_owned().await else {
+                    return;
+                };
+                stream::start_read(ctx, id, params, RequestSlots::new(in_flight, admitted), log);
+            });
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let connection_fs = self.fs();
+        let budget = self.reply_budget();
+        let out = out.clone();
+        let connection = self.session.connection();
+        // Everything runs beside this loop, so a file system that hangs never stalls it.
+        tokio::spawn(async move {
+            let Ok(in_flight) = in_flight.acquire_owned().await else {
+                return;
+            };
+            let mut outcome = handler::Outcome::default();
+            let max_message_bytes = shared.config.max_message_bytes;
+            let mut budget = budget;
+            // The work permit goes with the budget, which gives it back while it waits.
+            budget.start_work().await;
+            outcome.budget = Some(budget);
+            let fs: &dyn ExecutorFileSystem = &*connection_fs;
+            let reply = handler::dispatch(
+                fs,
+                &connection,
+                &method,
+                params,
+                max_message_bytes,
+                &mut outcome,
+            )
+            .await;
+            let mut budget = outcome.budget.take().expect("the budget given above");
+            budget.end_work();
+            log.finish(&Payload::for_log(&reply), outcome.bytes);
+            reply::send(&out, &mut budget, id, reply).await;
+            drop((in_flight, admitted));
+        });
+    }
+}

@@ -1,0 +1,408 @@
+//! The `ExecutorFileSystem` trait and the option and metadata types it uses.
+
+use async_trait::async_trait;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use std::path::PathBuf;
+
+use crate::path::AbsolutePathBuf;
+use crate::roots::RootDescription;
+pub use crate::walk::{
+    WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions,
+};
+
+pub mod defaults;
+use defaults::{range_by_streaming, walk_by_listing};
+
+/// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
+/// backends give the same kind for the same situation.
+pub type FileSystemResult<T> = std::io::Result<T>;
+
+/// Options of [`ExecutorFileSystem::create_directory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateDirectoryOptions {
+    /// Create missing parents too, and succeed when the directory already exists.
+    pub recursive: bool,
+}
+
+impl Default for CreateDirectoryOptions {
+    fn default() -> Self {
+        Self { recursive: true }
+    }
+}
+
+/// Options of [`ExecutorFileSystem::remove`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoveOptions {
+    /// Remove a directory together with everything inside it.
+    pub recursive: bool,
+    /// Succeed when the path does not exist.
+    pub force: bool,
+}
+
+impl Default for RemoveOptions {
+    fn default() -> Self {
+        Self {
+            recursive: true,
+            force: true,
+        }
+    }
+}
+
+/// Options of [`ExecutorFileSystem::copy`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyOptions {
+    /// Required to copy a directory (and everything inside it).
+    pub recursive: bool,
+}
+
+/// Options of [`ExecutorFileSystem::rename`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameOptions {
+    /// Replace an existing destination; when false, an existing destination is `AlreadyExists`.
+    pub overwrite: bool,
+}
+
+/// How a written file ends up on disk: options of [`ExecutorFileSystem::write_file_from`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Permission bits to give the file (at most 0o777: setuid, setgid and sticky are never
+    /// applied). None: an existing file keeps its bits, a new one gets the default.
+    pub mode: Option<u32>,
+    /// Modification time in ms since the Unix epoch. None: the time of the write.
+    pub modified_at_ms: Option<i64>,
+}
+
+/// What [`ExecutorFileSystem::get_metadata`] reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileMetadata {
+    /// The path (after following symlinks inside the root) is a directory.
+    pub is_directory: bool,
+    /// The path (after following symlinks inside the root) is a regular file.
+    pub is_file: bool,
+    /// The path itself is a symlink.
+    pub is_symlink: bool,
+    /// Size in bytes of the resolved file.
+    pub size: u64,
+    /// Creation time in milliseconds since the Unix epoch, 0 when unknown.
+    pub created_at_ms: i64,
+    /// Modification time in milliseconds since the Unix epoch, 0 when unknown.
+    pub modified_at_ms: i64,
+    /// Permission bits of the resolved file (`0o7777` at most), 0 when unknown.
+    pub mode: u32,
+}
+
+/// One entry of [`ExecutorFileSystem::read_directory`]; types are those of the entry itself
+/// (symlinks are not followed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadDirectoryEntry {
+    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD: see `lossy_name`).
+    pub file_name: String,
+    /// The entry is a directory.
+    pub is_directory: bool,
+    /// The entry is a regular file.
+    pub is_file: bool,
+    /// The entry is a symlink.
+    pub is_symlink: bool,
+    /// The name on disk is not valid UTF-8, so `file_name` is a lossy rendering that names
+    /// another entry or none: joined to its directory it does not reach this entry. The server
+    /// leaves such entries out of remote listings (and says how many it left out).
+    pub lossy_name: bool,
+    /// The name's exact bytes when they are not UTF-8 (`lossy_name`), as a local listing
+    /// found them; `None` when `file_name` is exact. [`name`](Self::name) gives either.
+    pub raw_name: Option<std::ffi::OsString>,
+}
+
+impl ReadDirectoryEntry {
+    /// The exact name: joined to its directory, it reaches this entry (unlike `file_name` when
+    /// `lossy_name` is set).
+    pub fn name(&self) -> &std::ffi::OsStr {
+        self.raw_name
+            .as_deref()
+            .unwrap_or_else(|| std::ffi::OsStr::new(&self.file_name))
+    }
+}
+
+/// What [`ExecutorFileSystem::narrowed`] returns.
+#[non_exhaustive]
+pub struct Narrowed {
+    /// The file system serving the directories that could be opened, and nothing else.
+    pub fs: std::sync::Arc<dyn ExecutorFileSystem>,
+    /// For each directory asked for, in order: the root that now serves it (its path, which
+    /// may differ from the one asked for when that one went through a symlink, and its access),
+    /// or why it could not be used.
+    pub roots: Vec<std::io::Result<RootDescription>>,
+}
+
+impl std::fmt::Debug for Narrowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Narrowed")
+            .field("roots", &self.roots)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A file system an agent's tools use, confined to sandbox roots.
+///
+/// Every path is an [`AbsolutePathBuf`]; a path under no sandbox root, or one that leads out of its
+/// root through `..` or a symlink, fails with `PermissionDenied` and touches nothing.
+#[async_trait]
+pub trait ExecutorFileSystem: Send + Sync {
+    /// Reads a whole regular file.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`; `IsADirectory`; `InvalidInput` for a special file or a file over the read limit
+    /// (`file is too large to read: limit is {N} bytes`); `PermissionDenied` for an escape.
+    async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>>;
+
+    /// The largest file [`read_file`](Self::read_file) returns, when this file system has such a
+    /// bound. A server announces it, so that its clients apply the same bound to whole-file
+    /// reads. The default is `None`.
+    fn read_file_limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// The sandbox roots this file system serves, as a server announces them in the
+    /// `initialize` result. The default is none (the file system does not say).
+    fn served_roots(&self) -> Vec<RootDescription> {
+        Vec::new()
+    }
+
+    /// Streams a whole regular file into `writer`, calling `progress` with the running byte count,
+    /// and returns the number of bytes written. Unlike [`read_file`](Self::read_file), a stream
+    /// is not bound by the read limit: memory stays bounded whatever the file's size. The
+    /// default implementation reads the file with `read_file` (so it is bound by the limit);
+    /// both backends override it.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file`](Self::read_file) (less the read limit for the backends' own
+    /// implementations); the error of `writer`. What was already written to `writer` stays there.
+    async fn read_file_to(
+        &self,
+        path: &AbsolutePathBuf,
+        writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let data = self.read_file(path).await?;
+        writer.write_all(&data).await?;
+        writer.flush().await?;
+        progress(data.len() as u64);
+        Ok(data.len() as u64)
+    }
+
+    /// Opens a regular file to be read straight from its descriptor, by a caller that moves its
+    /// contents itself (the server reads them straight into its data frames). `None` when this
+    /// file system has no descriptor to give, or when reading one could block for long (a root
+    /// not on a local disk): the caller then uses [`read_file_to`](Self::read_file_to). The
+    /// default is `None`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file_to`](Self::read_file_to).
+    async fn open_for_transfer(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<Option<std::fs::File>> {
+        let _ = path;
+        Ok(None)
+    }
+
+    /// Opens a regular file for reads at any offset (`fs/open` handles): the descriptor keeps
+    /// reading the file it opened, whatever later happens to its name. The default is
+    /// `Unsupported`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file`](Self::read_file), less the read limit; `Unsupported`.
+    async fn open_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::fs::File> {
+        Err(crate::error::open_unsupported(path))
+    }
+
+    /// Replaces the file at `path` atomically with what `reader` yields: exactly `size` bytes,
+    /// or everything up to the reader's end when `size` is `None`. `progress` gets the running
+    /// byte count; the result is the number of bytes written. A reader that fails, ends early or
+    /// runs long leaves the file as it was and nothing behind. The default implementation
+    /// collects the bytes in memory, calls [`write_file`](Self::write_file) and refuses
+    /// non-default `options` with `Unsupported`; both backends override it.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_file`](Self::write_file); the error of `reader`; `UnexpectedEof` when it ends
+    /// before `size` bytes, `InvalidInput` when it carries more.
+    async fn write_file_from(
+        &self,
+        path: &AbsolutePathBuf,
+        reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        if options != WriteOptions::default() {
+            return Err(crate::error::write_options_unsupported(path));
+        }
+        let mut data = Vec::new();
+        match size {
+            Some(size) => {
+                (&mut *reader)
+                    .take(size.saturating_add(1))
+                    .read_to_end(&mut data)
+                    .await?;
+                crate::error::check_stream_size(data.len() as u64, size)?;
+            }
+            None => {
+                reader.read_to_end(&mut data).await?;
+            }
+        }
+        let written = data.len() as u64;
+        self.write_file(path, data).await?;
+        progress(written);
+        Ok(written)
+    }
+
+    /// Replaces the file's contents atomically (temporary file in the same directory, then rename).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` when the parent is missing; `IsADirectory`; `PermissionDenied` for an escape or a
+    /// read-only root.
+    async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()>;
+
+    /// Creates a directory (and its parents when `recursive`).
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists` (non-recursive on an existing path); `NotFound` (missing parent).
+    async fn create_directory(
+        &self,
+        path: &AbsolutePathBuf,
+        options: CreateDirectoryOptions,
+    ) -> FileSystemResult<()>;
+
+    /// Reports the type, size and times of a path, following symlinks inside the root.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`; `PermissionDenied` for an escape.
+    async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata>;
+
+    /// Lists a directory, one entry per name, in readdir order.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`; `NotADirectory`.
+    async fn read_directory(
+        &self,
+        path: &AbsolutePathBuf,
+    ) -> FileSystemResult<Vec<ReadDirectoryEntry>>;
+
+    /// Removes a file, a symlink (the link itself) or a directory (`recursive` for a non-empty one).
+    ///
+    /// # Errors
+    ///
+    /// `DirectoryNotEmpty`; `NotFound` unless `force`; `PermissionDenied` for a root.
+    async fn remove(&self, path: &AbsolutePathBuf, options: RemoveOptions) -> FileSystemResult<()>;
+
+    /// Copies a file, a symlink (as a link) or, with `recursive`, a directory tree.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a directory without `recursive`, a copy into itself or a descendant, a
+    /// special file, or a file onto itself.
+    async fn copy(
+        &self,
+        source: &AbsolutePathBuf,
+        destination: &AbsolutePathBuf,
+        options: CopyOptions,
+    ) -> FileSystemResult<()>;
+
+    /// Renames atomically within one root.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists` when `overwrite` is false and the destination exists; `CrossesDevices`
+    /// between roots; `PermissionDenied` for a root.
+    async fn rename(
+        &self,
+        source: &AbsolutePathBuf,
+        destination: &AbsolutePathBuf,
+        options: RenameOptions,
+    ) -> FileSystemResult<()>;
+
+    /// Reads the text of the symlink at `path` (the link itself; it is not followed, and its
+    /// text may name a place outside the root: it is only text).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`; `InvalidInput` when `path` is not a symlink; `PermissionDenied` for an
+    /// escape in the path's parents; `Unsupported` from a file system without links.
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<PathBuf> {
+        Err(crate::error::unsupported(path, "reading symlinks"))
+    }
+
+    /// Creates a symlink at `path` whose text is `target`. Following it later stays confined
+    /// like any other link: a target outside the root is an escape when used.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists`; `NotFound` for a missing parent; `PermissionDenied` for an escape or a
+    /// read-only root; `Unsupported` from a file system without links.
+    async fn create_symlink(
+        &self,
+        path: &AbsolutePathBuf,
+        target: &std::path::Path,
+    ) -> FileSystemResult<()> {
+        let _ = target;
+        Err(crate::error::unsupported(path, "creating symlinks"))
+    }
+
+    /// At most `length` bytes of the regular file at `path` from byte `offset` (fewer at its
+    /// end, none past it), reading no more of it where the backend can seek: both backends do
+    /// (the remote one with `capfs/readFileRange` when the server offers it). The default
+    /// streams the file through [`read_file_to`](Self::read_file_to), keeping only the range.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_file_to`](Self::read_file_to).
+    async fn read_file_range(
+        &self,
+        path: &AbsolutePathBuf,
+        offset: u64,
+        length: u64,
+    ) -> FileSystemResult<Vec<u8>> {
+        range_by_streaming(self, path, offset, length).await
+    }
+
+    /// A file system serving only the directories `dirs`, each inside this one's roots and
+    /// opened as a root of its own, so that a symlink leading out of one of them is an escape
+    /// (a server narrows one connection with it, `capfs/narrowRoots`). Only narrows: nothing
+    /// this file system refuses is served by the result. The default is `Unsupported`.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` from a file system that cannot narrow; the directories that cannot be
+    /// used are reported in [`Narrowed::roots`], not as an error.
+    async fn narrowed(&self, dirs: &[RootDescription]) -> FileSystemResult<Narrowed> {
+        let _ = dirs;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this file system cannot narrow its roots",
+        ))
+    }
+
+    /// Walks the tree below the directory `path` (not following symlinks), returning the
+    /// entries `options` select, bounded in depth and count.
+    ///
+    /// The default implementation lists one directory at a time through
+    /// [`read_directory`](Self::read_directory); backends override it to walk in one step.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_directory`](Self::read_directory) for `path`; `InvalidInput` for a glob that
+    /// does not parse. Subdirectories that vanish or cannot be read during the walk are
+    /// left out and reported in [`Walk::errors`].
+    async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
+        walk_by_listing(self, path, options).await
+    }
+}

@@ -1,0 +1,379 @@
+//! `capfs mcp`: the file tools MCP clients call (named, shaped and annotated like the reference
+//! filesystem server's), served over stdio on any [`ExecutorFileSystem`]: the local sandbox or
+//! a capfs server. Every path goes through the backend, which confines it with handles; this
+//! layer only turns tool arguments into paths and results into text.
+
+mod audit;
+mod bounded;
+mod glob;
+mod listing;
+mod ops;
+mod reads;
+mod roots;
+mod text;
+mod tools;
+mod wire;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use clap::Args;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServiceExt};
+
+use capfs::AbsolutePathBuf;
+
+use roots::{Allowed, Backend, Connector, View};
+
+/// Bytes of a reply line beside its result: `{"jsonrpc":"2.0","id":...,"result":...}`.
+const REPLY_ENVELOPE: usize = 1024;
+
+/// The default largest file the read tools return: 64 MiB.
+const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// Arguments of `capfs mcp`.
+#[derive(Args)]
+pub(crate) struct McpArgs {
+    /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`), each a
+    /// root of its own; with --remote/--remote-command, directories on the server, each opened
+    /// there as a root of its own (default: all the server's roots).
+    #[arg(value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// A read-write sandbox root (repeatable), as a DIR argument.
+    #[arg(long, value_name = "DIR")]
+    pub root: Vec<PathBuf>,
+    /// A read-only sandbox root (repeatable): the mutating tools refuse it.
+    #[arg(long = "read-only", value_name = "DIR")]
+    pub read_only: Vec<PathBuf>,
+    /// Serve the tools on the files of a capfs server (ws://HOST:PORT or wss://HOST:PORT).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["root", "read_only", "remote_command"])]
+    pub remote: Option<String>,
+    /// Serve the tools on the files of a capfs server reached through a command (run with
+    /// `sh -c`), such as "ssh host capfs serve --listen stdio --root /srv/ws".
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["root", "read_only"])]
+    pub remote_command: Option<String>,
+    /// A file holding the bearer token for --remote (else the CAPFS_TOKEN environment
+    /// variable).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Append one JSON line per file system call to FILE (`-` for stderr), as `serve` does
+    /// (local roots; a server writes its own).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["remote", "remote_command"])]
+    pub audit_log: Option<PathBuf>,
+    /// Largest file a read tool returns, in bytes (local roots; a server applies its own).
+    /// Every reply is also held to 8 MiB (what MCP clients read in one message), which bounds
+    /// reads further: about 4 MiB of text, 3 MiB of media.
+    #[arg(long, default_value_t = MCP_READ_LIMIT)]
+    pub read_limit: u64,
+}
+
+/// The MCP server: the backend, the configured directories and the view in force.
+pub(crate) struct McpServer {
+    backend: Backend,
+    /// The directories capfs was started with; client roots can only narrow them.
+    configured: Vec<Allowed>,
+    /// The configured view: every view is made from its handles.
+    base: View,
+    /// The view in force: `base`, or the client's roots opened inside it.
+    view: RwLock<View>,
+}
+
+impl McpServer {
+    pub(crate) fn new(backend: Backend, base: View) -> Self {
+        Self {
+            backend,
+            configured: base.allowed.clone(),
+            view: RwLock::new(base.clone()),
+            base,
+        }
+    }
+
+    fn view(&self) -> View {
+        self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_view(&self, view: View) {
+        *self.view.write().unwrap_or_else(|e| e.into_inner()) = view;
+    }
+
+    /// Asks the client for its roots and opens those inside a configured directory (with its
+    /// access) as roots of their own, on the configured directories' handles; the others are
+    /// ignored with a log line. No usable root leaves no directory at all (every call is
+    /// refused and says why), never the configured ones. (Roots are deprecated by newer
+    /// protocol revisions, but clients of the reference server offer them.)
+    #[allow(deprecated)]
+    async fn refresh_roots(&self, peer: &Peer<RoleServer>) {
+        let supports_roots = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        if !supports_roots {
+            return;
+        }
+        let roots = match peer.list_roots().await {
+            Ok(result) => result.roots,
+            Err(e) => {
+                tracing::warn!("asking the client for its roots failed: {e}");
+                return;
+            }
+        };
+        let mut dirs: Vec<(AbsolutePathBuf, bool)> = Vec::new();
+        for root in &roots {
+            let inside = roots::client_root_path(&root.uri)
+                .map(|p| roots::unalias(&self.configured, &p))
+                .and_then(|p| roots::containing(&self.configured, &p).map(|a| (p, a.read_only)));
+            match inside {
+                Some(dir) if !dirs.iter().any(|d| d.0 == dir.0) => dirs.push(dir),
+                Some(_) => {}
+                None => tracing::warn!(
+                    uri = root.uri,
+                    "ignoring a client root outside every configured root"
+                ),
+            }
+        }
+        let uris: Vec<&str> = roots.iter().map(|r| r.uri.as_str()).collect();
+        let view = if dirs.is_empty() {
+            View {
+                fs: Arc::clone(&self.base.fs),
+                allowed: Vec::new(),
+                none_because: Some(format!(
+                    "no allowed directories: the client's roots ({}) lie outside the configured \
+                     directories ({})",
+                    if uris.is_empty() {
+                        "none".to_string()
+                    } else {
+                        uris.join(", ")
+                    },
+                    self.configured
+                        .iter()
+                        .map(|a| a.path.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
+        } else if dirs.len() == self.configured.len()
+            && dirs
+                .iter()
+                .all(|(p, _)| self.configured.iter().any(|a| a.path == *p))
+        {
+            self.base.clone()
+        } else {
+            match self.backend.narrow(&self.configured, dirs).await {
+                Ok(view) => view,
+                Err(e) => View {
+                    fs: Arc::clone(&self.base.fs),
+                    allowed: Vec::new(),
+                    none_because: Some(format!(
+                        "no allowed directories: the client's roots could not be opened: {e}"
+                    )),
+                },
+            }
+        };
+        match &view.none_because {
+            Some(why) => tracing::warn!("{why}"),
+            None => {
+                tracing::info!(roots = ?view.allowed.iter().map(|a| a.path.to_string()).collect::<Vec<_>>(), "allowed directories narrowed to the client's roots")
+            }
+        }
+        self.set_view(view);
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        config.server_info = Implementation::new("capfs", env!("CARGO_PKG_VERSION"));
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let view = self.view();
+        let tool = ops::Tools {
+            fs: view.fs.as_ref(),
+            allowed: view.allowed.clone(),
+            none_because: view.none_because.clone(),
+        };
+        let named = arguments
+            .get("path")
+            .or_else(|| arguments.get("source"))
+            .and_then(|p| p.as_str())
+            .map(str::to_string);
+        let result = match tool.call(&request.name, arguments).await {
+            Ok(ops::Output::Text(text)) => text_result(text),
+            Ok(ops::Output::Blocks { blocks, structured }) => {
+                let mut result = CallToolResult::success(blocks);
+                result.structured_content = Some(structured);
+                result
+            }
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        };
+        // Every reply stays under the limit a client reads; the read tools are bounded before
+        // they read, this catches the rest (a huge listing or diff).
+        let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
+        if size > reads::REPLY_LIMIT - REPLY_ENVELOPE {
+            let what = named.map_or_else(
+                || request.name.to_string(),
+                |p| format!("{p}: {}", request.name),
+            );
+            let message = format!(
+                "{what}: the reply would take {size} bytes, more than the {} bytes capfs mcp \
+                 sends in one message; ask for less (head or tail for a file, a narrower path \
+                 or excludePatterns for a listing)",
+                reads::REPLY_LIMIT
+            );
+            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        }
+        Ok(result.into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.refresh_roots(&context.peer).await;
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        self.refresh_roots(&context.peer).await;
+    }
+}
+
+/// A result of one text block, mirrored in `structuredContent.content`.
+fn text_result(text: String) -> CallToolResult {
+    let structured = serde_json::json!({ "content": text });
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result
+}
+
+/// Serves `server` on stdin/stdout until the client closes them.
+///
+/// # Errors
+///
+/// A failed handshake or transport.
+pub(crate) async fn serve(server: McpServer) -> io::Result<()> {
+    let (read, write) = rmcp::transport::io::stdio_pipes();
+    let (incoming, outgoing, writer) = wire::wrap(read, write);
+    let writing = tokio::spawn(writer);
+    let running = server
+        .serve((incoming, outgoing))
+        .await
+        .map_err(|e| io::Error::other(format!("mcp handshake failed: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| io::Error::other(format!("mcp service failed: {e}")))?;
+    // The transport is gone: the writer ends once it has written what was queued.
+    writing
+        .await
+        .map_err(|e| io::Error::other(format!("mcp writer failed: {e}")))?
+}
+
+fn read_token(file: Option<&std::path::Path>) -> io::Result<Option<String>> {
+    let token = match file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?,
+        ),
+        None => std::env::var("CAPFS_TOKEN").ok(),
+    };
+    match token.map(|t| t.trim().to_string()) {
+        Some(t) if t.is_empty() => Err(roots::invalid("the token is empty")),
+        other => Ok(other),
+    }
+}
+
+/// Runs `capfs mcp`: opens the backend, then serves the tools on stdin/stdout.
+///
+/// # Errors
+///
+/// Bad arguments, an unreachable server, a directory that cannot be opened (or that the
+/// server cannot open as a root of its own), a failed transport.
+pub(crate) async fn run(args: McpArgs) -> io::Result<()> {
+    let connector = if let Some(command) = &args.remote_command {
+        Some(Connector::Command(command.clone()))
+    } else if let Some(url) = &args.remote {
+        let options = capfs_wire::RemoteOptions {
+            token: read_token(args.token_file.as_deref())?,
+            ..capfs_wire::RemoteOptions::default()
+        };
+        Some(Connector::Url(url.clone(), options))
+    } else {
+        None
+    };
+    let (backend, base) = match connector {
+        Some(connector) => {
+            let remote = connector.connect().await?;
+            let (allowed, narrow_configured) =
+                roots::remote_configured(&args.dirs, &remote).await?;
+            let base = View {
+                fs: Arc::new(remote),
+                allowed,
+                none_because: None,
+            };
+            let backend = Backend::Remote {
+                connector,
+                narrow_configured,
+            };
+            (backend, base)
+        }
+        None => {
+            let dirs: Vec<(PathBuf, bool)> = args
+                .dirs
+                .iter()
+                .chain(&args.root)
+                .map(|d| (d.clone(), false))
+                .chain(args.read_only.iter().map(|d| (d.clone(), true)))
+                .collect();
+            if dirs.is_empty() {
+                return Err(roots::invalid(
+                    "give at least one directory: capfs mcp DIR... or --root DIR / --read-only DIR",
+                ));
+            }
+            let allowed = roots::resolve_configured(&dirs)?;
+            let mut sandbox = capfs::Sandbox::new();
+            for a in &allowed {
+                let access = if a.read_only {
+                    capfs::Access::ReadOnly
+                } else {
+                    capfs::Access::ReadWrite
+                };
+                sandbox = sandbox.with_root(a.path.as_path(), access)?;
+            }
+            let local = capfs::LocalFileSystem::with_read_limit(sandbox, args.read_limit);
+            let audit = match &args.audit_log {
+                Some(path) => Some(capfs_wire::server::AuditLog::open(path)?),
+                None => None,
+            };
+            let backend = Backend::Local {
+                base: local.clone(),
+                audit,
+            };
+            let base = View {
+                fs: backend.wrap(Arc::new(local)),
+                allowed,
+                none_because: None,
+            };
+            (backend, base)
+        }
+    };
+    for a in &base.allowed {
+        tracing::info!(root = %a.path, read_only = a.read_only, aliases = ?a.aliases.iter().map(ToString::to_string).collect::<Vec<_>>(), "allowed directory");
+    }
+    serve(McpServer::new(backend, base)).await
+}

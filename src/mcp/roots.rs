@@ -1,0 +1,377 @@
+//! The directories the tools may reach and the file system confined to them: the configured
+//! directories, each opened as a root of its own (locally, or on the server with
+//! `capfs/narrowRoots`), and the client's roots, opened the same way inside them. A change of
+//! the client's roots builds a new view from the configured one, so roots only ever narrow.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, LocalFileSystem};
+use capfs_wire::RemoteFileSystem;
+use capfs_wire::protocol::{RootAccess, RootDescription};
+use capfs_wire::server::AuditLog;
+
+use super::audit::Audited;
+
+/// A directory the tools may reach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Allowed {
+    /// The path the backend serves it under (every symlink resolved).
+    pub path: AbsolutePathBuf,
+    pub read_only: bool,
+    /// Other paths naming the same directory (as configured or offered through a symlink);
+    /// a tool argument under one is taken as the same place under `path`.
+    pub aliases: Vec<AbsolutePathBuf>,
+}
+
+impl Allowed {
+    fn from_root(root: &RootDescription, asked: &AbsolutePathBuf) -> Self {
+        let aliases = if *asked == root.path {
+            Vec::new()
+        } else {
+            vec![asked.clone()]
+        };
+        Self {
+            path: root.path.clone(),
+            read_only: root.access == RootAccess::ReadOnly,
+            aliases,
+        }
+    }
+
+    fn description(&self) -> RootDescription {
+        RootDescription {
+            path: self.path.clone(),
+            access: if self.read_only {
+                RootAccess::ReadOnly
+            } else {
+                RootAccess::ReadWrite
+            },
+        }
+    }
+}
+
+/// The innermost of `allowed` that holds `path` (by its path, not its aliases).
+pub(crate) fn containing<'a>(
+    allowed: &'a [Allowed],
+    path: &AbsolutePathBuf,
+) -> Option<&'a Allowed> {
+    allowed
+        .iter()
+        .filter(|a| path.strip_prefix(&a.path).is_some())
+        .max_by_key(|a| a.path.as_path().as_os_str().len())
+}
+
+/// `path` with an alias prefix replaced by the path of the directory it names (the longest
+/// alias wins); `path` itself when it starts with none.
+pub(crate) fn unalias(allowed: &[Allowed], path: &AbsolutePathBuf) -> AbsolutePathBuf {
+    let found = allowed
+        .iter()
+        .flat_map(|a| a.aliases.iter().map(move |alias| (a, alias)))
+        .filter_map(|(a, alias)| {
+            Some((
+                a,
+                alias.as_path().as_os_str().len(),
+                path.strip_prefix(alias)?,
+            ))
+        })
+        .max_by_key(|(_, len, _)| *len);
+    match found {
+        Some((a, _, rel)) => a.path.join(rel).unwrap_or_else(|_| path.clone()),
+        None => path.clone(),
+    }
+}
+
+/// The directories in force and the file system confined to them.
+#[derive(Clone)]
+pub(crate) struct View {
+    pub fs: Arc<dyn ExecutorFileSystem>,
+    pub allowed: Vec<Allowed>,
+    /// Why no directory is allowed, when none is.
+    pub none_because: Option<String>,
+}
+
+/// How to reach a capfs server again, for a view of its own.
+pub(crate) enum Connector {
+    Command(String),
+    Url(String, capfs_wire::RemoteOptions),
+}
+
+impl Connector {
+    pub(crate) async fn connect(&self) -> io::Result<RemoteFileSystem> {
+        match self {
+            Self::Command(command) => {
+                RemoteFileSystem::connect_command(command, capfs_wire::RemoteOptions::default())
+                    .await
+            }
+            Self::Url(url, options) => RemoteFileSystem::connect(url, options.clone()).await,
+        }
+    }
+}
+
+/// Where the files are.
+pub(crate) enum Backend {
+    /// The local sandbox of the configured directories, audited when asked.
+    Local {
+        base: LocalFileSystem,
+        audit: Option<AuditLog>,
+    },
+    /// A capfs server: every view is a connection of its own, narrowed on the server.
+    Remote {
+        connector: Connector,
+        /// The configured directories need narrowing the server's roots (they are not all
+        /// exactly roots of the server).
+        narrow_configured: bool,
+    },
+}
+
+impl Backend {
+    pub(crate) fn wrap(&self, fs: Arc<dyn ExecutorFileSystem>) -> Arc<dyn ExecutorFileSystem> {
+        match self {
+            Self::Local {
+                audit: Some(log), ..
+            } => Arc::new(Audited {
+                inner: fs,
+                log: log.clone(),
+            }),
+            _ => fs,
+        }
+    }
+
+    /// The view of `dirs` (each inside one of `configured`): opened as roots of their own on
+    /// the configured view's handles. Directories that cannot be opened are left out with a
+    /// log line.
+    pub(crate) async fn narrow(
+        &self,
+        configured: &[Allowed],
+        dirs: Vec<(AbsolutePathBuf, bool)>,
+    ) -> io::Result<View> {
+        let wanted: Vec<RootDescription> = dirs
+            .iter()
+            .map(|(path, read_only)| RootDescription {
+                path: path.clone(),
+                access: if *read_only {
+                    RootAccess::ReadOnly
+                } else {
+                    RootAccess::ReadWrite
+                },
+            })
+            .collect();
+        let (fs, results): (
+            Arc<dyn ExecutorFileSystem>,
+            Vec<io::Result<RootDescription>>,
+        ) = match self {
+            Self::Local { base, .. } => {
+                let narrowed = base.narrowed(&wanted).await?;
+                (self.wrap(narrowed.fs), narrowed.roots)
+            }
+            Self::Remote {
+                connector,
+                narrow_configured,
+            } => {
+                let remote = connector.connect().await?;
+                if *narrow_configured {
+                    let first: Vec<RootDescription> =
+                        configured.iter().map(Allowed::description).collect();
+                    for result in remote.narrow_connection(&first).await? {
+                        result?;
+                    }
+                }
+                let results = remote.narrow_connection(&wanted).await?;
+                (Arc::new(remote), results)
+            }
+        };
+        let mut allowed: Vec<Allowed> = Vec::new();
+        for ((asked, _), result) in dirs.iter().zip(results) {
+            match result {
+                Ok(root) => {
+                    let new = Allowed::from_root(&root, asked);
+                    match allowed.iter_mut().find(|a| a.path == new.path) {
+                        Some(known) => known.aliases.extend(new.aliases),
+                        None => allowed.push(new),
+                    }
+                }
+                Err(e) => tracing::warn!("ignoring the client root {asked}: {e}"),
+            }
+        }
+        let none_because = allowed.is_empty().then(|| {
+            "no allowed directories: none of the client's roots could be opened inside the \
+             configured directories"
+                .to_string()
+        });
+        Ok(View {
+            fs,
+            allowed,
+            none_because,
+        })
+    }
+}
+
+/// The path a client root's URI names: `file:///p` or `file://localhost/p`, percent-decoded.
+/// `None` for any other scheme or host, and for a path that is not absolute.
+pub(crate) fn client_root_path(uri: &str) -> Option<AbsolutePathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = match rest.strip_prefix("localhost") {
+        Some(after) if after.starts_with('/') => after,
+        _ => rest,
+    };
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let decoded = percent_encoding::percent_decode_str(rest)
+        .decode_utf8()
+        .ok()?;
+    AbsolutePathBuf::new(decoded.as_ref()).ok()
+}
+
+/// The configured local directories, each resolved once (symlinks and all), with the spelling
+/// it was given as an alias; a directory named twice is one (read-only if either says so),
+/// with a log line.
+pub(crate) fn resolve_configured(dirs: &[(PathBuf, bool)]) -> io::Result<Vec<Allowed>> {
+    let mut out: Vec<Allowed> = Vec::new();
+    for (dir, read_only) in dirs {
+        let canonical = std::fs::canonicalize(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let path = AbsolutePathBuf::new(&canonical)?;
+        let given = AbsolutePathBuf::new(std::path::absolute(dir)?)?;
+        let aliases: Vec<AbsolutePathBuf> = (given != path).then_some(given).into_iter().collect();
+        match out.iter_mut().find(|a| a.path == path) {
+            Some(known) => {
+                tracing::info!(
+                    dir = %dir.display(),
+                    root = %known.path,
+                    "a directory named twice is one allowed directory"
+                );
+                known.read_only |= read_only;
+                for alias in aliases {
+                    if !known.aliases.contains(&alias) {
+                        known.aliases.push(alias);
+                    }
+                }
+            }
+            None => out.push(Allowed {
+                path,
+                read_only: *read_only,
+                aliases,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// The configured directories of a server backend: `dirs` (absolute, the server's paths)
+/// opened as roots of their own on the server when it can narrow, else checked against its
+/// roots by name; without `dirs`, all the server's roots. Returns them and whether they needed
+/// narrowing.
+pub(crate) async fn remote_configured(
+    dirs: &[PathBuf],
+    remote: &RemoteFileSystem,
+) -> io::Result<(Vec<Allowed>, bool)> {
+    let roots = remote.roots();
+    if dirs.is_empty() {
+        if roots.is_empty() {
+            return Err(invalid(
+                "the server names no roots: give the directories the tools may use, capfs mcp --remote URL DIR...",
+            ));
+        }
+        let all = roots
+            .iter()
+            .map(|r| Allowed::from_root(r, &r.path))
+            .collect();
+        return Ok((all, false));
+    }
+    let mut asked: Vec<AbsolutePathBuf> = Vec::new();
+    for dir in dirs {
+        let path = AbsolutePathBuf::new(dir)?;
+        if asked.contains(&path) {
+            tracing::info!(dir = %path, "a directory named twice is one allowed directory");
+        } else {
+            asked.push(path);
+        }
+    }
+    let exact = asked.iter().all(|p| roots.iter().any(|r| r.path == *p));
+    if exact {
+        let all = asked
+            .iter()
+            .filter_map(|p| roots.iter().find(|r| r.path == *p))
+            .map(|r| Allowed::from_root(r, &r.path))
+            .collect();
+        return Ok((all, false));
+    }
+    if !remote.supports_narrowing() {
+        if !roots.is_empty() {
+            return Err(invalid(&format!(
+                "{}: not one of the server's roots, and the server cannot narrow its roots to it \
+                 (a newer capfs serve can): give the server's own roots",
+                asked[0]
+            )));
+        }
+        // A server that names no roots (not capfs): its paths are taken by name.
+        tracing::warn!(
+            "the server names no roots and cannot narrow them: the directories only filter paths by name"
+        );
+        let all = asked
+            .iter()
+            .map(|p| Allowed {
+                path: p.clone(),
+                read_only: false,
+                aliases: Vec::new(),
+            })
+            .collect();
+        return Ok((all, false));
+    }
+    let wanted: Vec<RootDescription> = asked
+        .iter()
+        .map(|p| RootDescription {
+            path: p.clone(),
+            access: RootAccess::ReadWrite,
+        })
+        .collect();
+    let results = remote.narrow_connection(&wanted).await?;
+    let mut all: Vec<Allowed> = Vec::new();
+    for (asked, result) in asked.iter().zip(results) {
+        let root = result.map_err(|e| invalid(&format!("{asked}: {e}")))?;
+        let new = Allowed::from_root(&root, asked);
+        match all.iter_mut().find(|a| a.path == new.path) {
+            Some(known) => known.aliases.extend(new.aliases),
+            None => all.push(new),
+        }
+    }
+    Ok((all, true))
+}
+
+pub(crate) fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_root_uris_name_local_absolute_paths_only() {
+        let p = |s: &str| client_root_path(s).map(|p| p.to_string());
+        assert_eq!(p("file:///ws/a").as_deref(), Some("/ws/a"));
+        assert_eq!(p("file://localhost/ws/a").as_deref(), Some("/ws/a"));
+        assert_eq!(p("file:///ws/a%20b/").as_deref(), Some("/ws/a b"));
+        assert_eq!(p("file:///ws/%2e%2e/etc").as_deref(), Some("/etc"));
+        assert_eq!(p("file://other/ws"), None);
+        assert_eq!(p("/ws"), None);
+        assert_eq!(p("https://x/ws"), None);
+    }
+
+    #[test]
+    fn aliases_map_onto_the_directory_they_name() {
+        let a = |s: &str| AbsolutePathBuf::new(s).unwrap();
+        let allowed = vec![Allowed {
+            path: a("/real/ws"),
+            read_only: false,
+            aliases: vec![a("/link"), a("/link/deeper")],
+        }];
+        assert_eq!(unalias(&allowed, &a("/link/x")), a("/real/ws/x"));
+        assert_eq!(unalias(&allowed, &a("/link")), a("/real/ws"));
+        assert_eq!(unalias(&allowed, &a("/linkx")), a("/linkx"));
+        assert_eq!(unalias(&allowed, &a("/other")), a("/other"));
+    }
+}
