@@ -38,16 +38,6 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 /// Longest a whole input may take: every stream times out long before.
 const BOUND: Duration = Duration::from_secs(20);
 const SEEDED: [&str; 6] = ["a.txt", "big", "d", "d/e", "missing", "link-out"];
-const METHODS: [&str; 8] = [
-    "fs/readFile",
-    "fs/writeFile",
-    "fs/createDirectory",
-    "fs/getMetadata",
-    "fs/readDirectory",
-    "fs/remove",
-    "fs/copy",
-    "fs/rename",
-];
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -160,7 +150,9 @@ fn frames(data: &[u8], root: &str) -> (Vec<WsMessage>, HashSet<u64>) {
                 out.push(request(id, "capfs/readFileStream", params));
             }
             _ => {
-                let method = METHODS[byte(0) as usize % METHODS.len()];
+                // Every method the server's table answers, each with the same params.
+                let methods: Vec<&str> = capfs_wire::server::method_names().collect();
+                let method = methods[byte(0) as usize % methods.len()];
                 let params = serde_json::json!({
                     "path": seeded(root, payload, 1),
                     "sourcePath": seeded(root, payload, 1),

@@ -48,3 +48,16 @@ pub(crate) fn reply_too_large(path: &AbsolutePathBuf, limit: usize, method: &str
         ),
     )
 }
+
+/// The client went away before a stream it asked for was carried.
+pub(crate) fn client_gone() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
+}
+
+/// The connection closed while a streamed write still expected data.
+pub(crate) fn stream_cut() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the connection closed before the data stream ended",
+    )
+}

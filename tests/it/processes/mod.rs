@@ -159,3 +159,24 @@ async fn a_confined_shell_runs_in_its_root() {
         format!("hi\n{EXEC_UID}\n{}\n", ws.root.display())
     );
 }
+
+/// Runs the test `test` of this binary again as the unprivileged `EXEC_UID`, with `marker` set
+/// in its environment (the inner test does nothing without it), and asserts it ran and passed.
+pub(crate) fn rerun_unprivileged(test: &str, marker: &str) {
+    let output = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={EXEC_UID}"),
+            &format!("--regid={EXEC_UID}"),
+            "--clear-groups",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture"])
+        .env(marker, "1")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}

@@ -170,26 +170,7 @@ fn an_unprivileged_starter_keeps_it_read_only_too() {
     if !rustix::process::geteuid().is_root() {
         return;
     }
-    let output = std::process::Command::new("setpriv")
-        .args([
-            &format!("--reuid={EXEC_UID}"),
-            &format!("--regid={EXEC_UID}"),
-            "--clear-groups",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "processes::read_only::unprivileged_inner",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(INNER, "1")
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("1 passed"), "{stdout}");
+    super::rerun_unprivileged("processes::read_only::unprivileged_inner", INNER);
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -258,30 +258,7 @@ fn an_unprivileged_starter_confines_with_a_user_namespace() {
     if !rustix::process::geteuid().is_root() {
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let output = std::process::Command::new("setpriv")
-        .args([
-            &format!("--reuid={EXEC_UID}"),
-            &format!("--regid={EXEC_UID}"),
-            "--clear-groups",
-        ])
-        .arg(&exe)
-        .args([
-            "processes::session::unprivileged_inner",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(INNER, "1")
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("1 passed"), "{stdout}");
+    super::rerun_unprivileged("processes::session::unprivileged_inner", INNER);
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -25,9 +25,7 @@ pub(crate) use bounds::{cut, raw_paths};
 
 use serde::Serialize;
 
-use crate::protocol::{
-    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, error_kind_name,
-};
+use crate::protocol::{ErrorObject, error_kind_name};
 use capfs::terminal::TerminalSafe;
 
 /// The outcome of a request that succeeded.
@@ -96,7 +94,7 @@ impl AuditLog {
     }
 }
 
-/// One audit line. Field names are the documented format (README, "Audit log"). Serialising
+/// One audit line. Field names are the documented format (docs/operating.md, "Audit log"). Serialising
 /// it bounds every text field: at most 1,000 characters each (200 for `error`),
 /// at most 8 paths, a longer text cut with `…[cut N bytes]` at its end.
 #[derive(Debug)]
@@ -169,6 +167,8 @@ pub(crate) struct RequestLog {
     pub(crate) peer: Arc<str>,
     pub(crate) method: String,
     pub(crate) paths: Vec<String>,
+    /// A stream method (the method table says so), whose reply's `size` is what it moved.
+    pub(crate) streamed: bool,
     pub(crate) started: std::time::Instant,
 }
 
@@ -177,8 +177,7 @@ impl RequestLog {
     /// whose replies carry `{"size"}`, the size in a successful reply counts instead; a failed
     /// request counts 0.
     pub(crate) fn finish(&self, reply: &Result<Value, ErrorObject>, bytes: u64) {
-        let is_stream = self.method == CAPFS_READ_FILE_STREAM_METHOD
-            || self.method == CAPFS_WRITE_FILE_STREAM_METHOD;
+        let is_stream = self.streamed;
         // A failed request moved nothing, whatever it had counted before failing.
         let bytes = match reply {
             Ok(result) if is_stream => result.get("size").and_then(Value::as_u64).unwrap_or(bytes),

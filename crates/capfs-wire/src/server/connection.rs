@@ -21,14 +21,16 @@ use super::audit::{self, RequestLog};
 use super::budget::{Budget, ConnectionBudget, ReplyBudget};
 use super::codex::watch::MAX_WATCHES_PER_SERVER;
 use super::config::ServerConfig;
-use super::handler::{self, Payload, Runs, send};
+use super::frames::StreamContext;
+use super::methods::{self, Runs};
 use super::outgoing::{self, Outgoing};
-use super::process::{Attached, ServerProcesses, Sink};
+use super::payload::{Outcome, Payload};
+use super::process::table::{self as process_table, Attached, ServerProcesses, Sink};
 use super::reply;
 use super::session::{FsCall, Session, Step};
 use super::sessions::Sessions;
 use super::stall::WriterClock;
-use super::stream::{self, StreamContext};
+use super::stream;
 use super::work::{RequestSlots, Work};
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
@@ -132,7 +134,7 @@ impl Connection {
                 Arc::clone(&shared.watches),
             );
         let session = match &shared.processes {
-            Some(processes) => session.serving_processes(super::process::info(&*processes.imp)),
+            Some(processes) => session.serving_processes(process_table::info(&*processes.imp)),
             None => session,
         };
         let budget = shared.budget.connection();
@@ -226,7 +228,7 @@ impl Connection {
                         )
                         .into(),
                     };
-                    send(&out_tx, WsMessage::Close(Some(close))).await;
+                    outgoing::send(&out_tx, WsMessage::Close(Some(close))).await;
                     break;
                 }
                 Some(Err(e)) => {
@@ -310,6 +312,8 @@ impl Connection {
             peer: Arc::clone(&self.peer),
             method: method.to_string(),
             paths,
+            streamed: methods::method(method)
+                .is_some_and(|m| matches!(m.runs, Runs::StreamRead | Runs::StreamWrite)),
             started: Instant::now(),
         }
     }
@@ -370,8 +374,8 @@ impl Connection {
             self.answer(out, log, id, Err(error)).await;
             return;
         };
-        let runs = handler::method(&method).map(|m| m.runs);
-        if runs == Some(Runs::StreamWrite) {
+        let runs = methods::method(&method).map(|m| m.runs);
+        if matches!(runs, Some(Runs::StreamWrite)) {
             // A streamed write must start at once: its data frames arrive behind it on this
             // same socket, and the read loop cannot hold them for a write that waits.
             let Ok(in_flight) = Arc::clone(&self.in_flight).try_acquire_owned() else {
@@ -393,7 +397,7 @@ impl Connection {
             }
             return;
         }
-        if runs == Some(Runs::ReadLoop) {
+        if matches!(runs, Some(Runs::ReadLoop)) {
             // In the read loop: every request read after this one sees the narrowed roots,
             // and so does the work that outlives a request (replace handles, watches).
             let mut fs = self.fs();
@@ -403,7 +407,7 @@ impl Connection {
             return;
         }
         let in_flight = Arc::clone(&self.in_flight);
-        if runs == Some(Runs::StreamRead) {
+        if matches!(runs, Some(Runs::StreamRead)) {
             let ctx = self.stream_context(out);
             tokio::spawn(async move {
                 let Ok(in_flight) = in_flight.acquire_owned().await else {
@@ -423,14 +427,14 @@ impl Connection {
             let Ok(in_flight) = in_flight.acquire_owned().await else {
                 return;
             };
-            let mut outcome = handler::Outcome::default();
+            let mut outcome = Outcome::default();
             let max_message_bytes = shared.config.max_message_bytes;
             let mut budget = budget;
             // The work permit goes with the budget, which gives it back while it waits.
             budget.start_work().await;
             outcome.budget = Some(budget);
             let fs: &dyn ExecutorFileSystem = &*connection_fs;
-            let reply = handler::dispatch(
+            let reply = methods::dispatch(
                 fs,
                 &connection,
                 &method,

@@ -8,7 +8,7 @@
 //! while the request waits, and made again once the bytes are reserved (cut to them), so that
 //! a request waiting on the budget holds nothing.
 
-use super::handler::{Outcome, Payload, reply};
+use super::payload::{Outcome, Payload, serialized};
 use crate::protocol::{
     DirectoryEntry, ErrorObject, ReadDirectoryResponse, WalkParams, WalkResponse,
 };
@@ -135,7 +135,7 @@ pub(crate) async fn listing(
         let entries = read_listing(fs, path, type_links).await.map_err(io)?;
         (listing, _) = listing_reply(entries, size);
     }
-    reply(listing)
+    serialized(listing)
 }
 
 /// The entries of `path`; with `type_links` (the current codex protocol), a link is typed by
@@ -175,7 +175,7 @@ pub(crate) async fn walk(
         (response, _) = walk_reply(walk, size);
     }
     outcome.bytes = response.entries.len() as u64;
-    reply(response)
+    serialized(response)
 }
 
 #[cfg(test)]

@@ -16,14 +16,35 @@ use tokio::sync::mpsc::{self, OwnedPermit};
 use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use super::budget::ReplyBudget;
 use super::budget::{ConnectionBudget, Reservation};
 use super::outgoing::Outgoing;
-use super::stream::{StreamContext, client_gone};
-use super::work::StreamWork;
-use crate::error::stream_idle;
+use super::work::{StreamWork, Work};
+use crate::error::{client_gone, stream_idle};
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
 use crate::transport::ws::start_frame;
+use capfs::ExecutorFileSystem;
 use capfs::error::too_large;
+use std::sync::Arc;
+
+/// What a streamed transfer needs from its connection.
+#[derive(Clone)]
+pub(crate) struct StreamContext {
+    pub(crate) fs: Arc<dyn ExecutorFileSystem>,
+    pub(crate) work: Work,
+    pub(crate) idle: Duration,
+    pub(crate) out: mpsc::Sender<Outgoing>,
+    /// The connection's writer reads and writes data frames itself (see `outgoing.rs`).
+    pub(crate) direct_frames: bool,
+    /// The connection's part of the outgoing budget.
+    pub(crate) budget: ConnectionBudget,
+}
+
+impl StreamContext {
+    pub(crate) fn reply_budget(&self) -> ReplyBudget {
+        ReplyBudget::new(self.budget.clone(), self.work.clone())
+    }
+}
 
 type Reserving =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<Outgoing>, SendError<()>>> + Send + 'static>>;

@@ -1,23 +1,64 @@
-//! The method table: every method the server answers, where it runs and what it does to its
-//! paths. Session, connection and dispatch ask it; nothing else compares method names.
+//! The method table: every method the server answers, where it runs, the handler that answers
+//! it with its typed params, which protocol group it belongs to and what it does to its paths.
+//! Session, connection, audit and dispatch ask it; nothing else compares method names. Adding
+//! a method is one row here and one handler.
 
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::codex::{self as codex_methods, policy::Need};
+use super::file_methods as files;
+use super::payload::{Outcome, Payload, parse};
+use super::process::handlers as processes;
+use super::state::{Call, ConnectionState};
 use crate::protocol::codex;
 use crate::protocol::process;
+use crate::protocol::uri::{self, PathForm};
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
-    CAPFS_WRITE_FILE_STREAM_METHOD, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
     FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, INITIALIZE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, INITIALIZE_METHOD, METHOD_NOT_FOUND,
 };
+use capfs::ExecutorFileSystem;
+
+/// A handler as the table holds it: its params decoded into the handler's own type, then the
+/// handler run.
+pub(crate) type Handler =
+    for<'a> fn(Call<'a>, Option<Value>) -> BoxFuture<'a, Result<Payload, ErrorObject>>;
+
+/// The row's handler for `handler(call, params)`, whose params are any `Deserialize` type:
+/// decoding failures are -32602 before the handler runs.
+macro_rules! typed {
+    ($handler:path) => {{
+        fn run(
+            call: Call<'_>,
+            params: Option<Value>,
+        ) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
+            Box::pin(async move { $handler(call, parse(params)?).await })
+        }
+        run as Handler
+    }};
+}
+
+/// The row's handler for `handler(call)`, a method whose params carry nothing it reads.
+macro_rules! bare {
+    ($handler:path) => {{
+        fn run(call: Call<'_>, _: Option<Value>) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
+            Box::pin($handler(call))
+        }
+        run as Handler
+    }};
+}
 
 /// Where a method runs on a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Runs {
     /// Answered by the session itself: the handshake.
     Session,
-    /// On a task of its own, through the handler's `dispatch`.
-    Task,
+    /// On a task of its own, by its handler.
+    Task(Handler),
     /// A streamed read: its data frames, then its reply.
     StreamRead,
     /// A streamed write: its data frames follow the request on the same socket.
@@ -25,6 +66,21 @@ pub(crate) enum Runs {
     /// In the read loop, before any request read after it: it changes the connection
     /// (`capfs/narrowRoots`).
     ReadLoop,
+}
+
+/// The protocol group a method belongs to, which decides how its paths are read and which error
+/// codes it answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Group {
+    /// The March 2026 methods and capfs's extensions: paths plain or `file:` URIs, errors in
+    /// the codes of the form the request used.
+    Files,
+    /// The methods the current codex protocol added: paths either way, errors always in codex's
+    /// codes (handle methods carry no path to tell the form by).
+    Codex,
+    /// The process methods: `-32601` on a server that serves no processes; their handlers
+    /// read their own paths (`cwd`, the `sandbox` policy).
+    Processes,
 }
 
 /// What a method does to the paths it names, for the request's `sandbox` policy.
@@ -49,76 +105,286 @@ pub(crate) enum Touch {
 pub(crate) struct Method {
     pub(crate) name: &'static str,
     pub(crate) runs: Runs,
+    pub(crate) group: Group,
     pub(crate) touch: Touch,
 }
 
-const fn row(name: &'static str, runs: Runs, touch: Touch) -> Method {
-    Method { name, runs, touch }
+const fn row(name: &'static str, runs: Runs, group: Group, touch: Touch) -> Method {
+    Method {
+        name,
+        runs,
+        group,
+        touch,
+    }
 }
 
-/// Every method the server answers, where it runs and what it does to its paths. Session,
-/// connection and dispatch ask this table; a method missing from it is `-32601` before anything else looks at it.
+use Group::{Codex, Files, Processes};
+use Runs::{ReadLoop, Session, StreamRead, StreamWrite, Task};
+
+/// Every method the server answers. A method missing from it is `-32601` before anything else
+/// looks at it.
 pub(crate) const METHODS: &[Method] = &[
-    row(INITIALIZE_METHOD, Runs::Session, Touch::Nothing),
-    row(FS_READ_FILE_METHOD, Runs::Task, Touch::Reads),
-    row(FS_WRITE_FILE_METHOD, Runs::Task, Touch::Writes),
-    row(FS_CREATE_DIRECTORY_METHOD, Runs::Task, Touch::Writes),
-    row(FS_GET_METADATA_METHOD, Runs::Task, Touch::Reads),
-    row(FS_READ_DIRECTORY_METHOD, Runs::Task, Touch::Reads),
-    row(FS_REMOVE_METHOD, Runs::Task, Touch::Writes),
-    row(FS_COPY_METHOD, Runs::Task, Touch::Copies),
-    row(FS_RENAME_METHOD, Runs::Task, Touch::Moves),
-    row(codex::FS_WALK_METHOD, Runs::Task, Touch::Reads),
-    row(codex::FS_CANONICALIZE_METHOD, Runs::Task, Touch::Reads),
-    row(codex::FS_OPEN_METHOD, Runs::Task, Touch::Opens),
-    row(codex::FS_READ_BLOCK_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::FS_WRITE_BLOCK_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::FS_CLOSE_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::FS_WATCH_MISSING_METHOD, Runs::Task, Touch::Reads),
-    row(codex::ENVIRONMENT_INFO_METHOD, Runs::Task, Touch::Nothing),
-    row(codex::ENVIRONMENT_STATUS_METHOD, Runs::Task, Touch::Nothing),
+    row(INITIALIZE_METHOD, Session, Files, Touch::Nothing),
     row(
-        codex::ENVIRONMENT_CONFIG_READ_METHOD,
-        Runs::Task,
+        FS_READ_FILE_METHOD,
+        Task(typed!(files::read_file)),
+        Files,
+        Touch::Reads,
+    ),
+    row(
+        FS_WRITE_FILE_METHOD,
+        Task(typed!(files::write_file)),
+        Files,
+        Touch::Writes,
+    ),
+    row(
+        FS_CREATE_DIRECTORY_METHOD,
+        Task(typed!(files::create_directory)),
+        Files,
+        Touch::Writes,
+    ),
+    row(
+        FS_GET_METADATA_METHOD,
+        Task(typed!(files::get_metadata)),
+        Files,
+        Touch::Reads,
+    ),
+    row(
+        FS_READ_DIRECTORY_METHOD,
+        Task(typed!(files::read_directory)),
+        Files,
+        Touch::Reads,
+    ),
+    row(
+        FS_REMOVE_METHOD,
+        Task(typed!(files::remove)),
+        Files,
+        Touch::Writes,
+    ),
+    row(
+        FS_COPY_METHOD,
+        Task(typed!(files::copy)),
+        Files,
+        Touch::Copies,
+    ),
+    row(
+        FS_RENAME_METHOD,
+        Task(typed!(files::rename)),
+        Files,
+        Touch::Moves,
+    ),
+    row(
+        codex::FS_WALK_METHOD,
+        Task(typed!(codex_methods::walk)),
+        Codex,
+        Touch::Reads,
+    ),
+    row(
+        codex::FS_CANONICALIZE_METHOD,
+        Task(typed!(codex_methods::canonicalize)),
+        Codex,
+        Touch::Reads,
+    ),
+    row(
+        codex::FS_OPEN_METHOD,
+        Task(typed!(codex_methods::open)),
+        Codex,
+        Touch::Opens,
+    ),
+    row(
+        codex::FS_READ_BLOCK_METHOD,
+        Task(typed!(codex_methods::read_block)),
+        Codex,
         Touch::Nothing,
     ),
-    row(process::PROCESS_START_METHOD, Runs::Task, Touch::Nothing),
-    row(process::PROCESS_READ_METHOD, Runs::Task, Touch::Nothing),
-    row(process::PROCESS_WRITE_METHOD, Runs::Task, Touch::Nothing),
-    row(process::PROCESS_SIGNAL_METHOD, Runs::Task, Touch::Nothing),
+    row(
+        codex::FS_WRITE_BLOCK_METHOD,
+        Task(typed!(codex_methods::write_block)),
+        Codex,
+        Touch::Nothing,
+    ),
+    row(
+        codex::FS_CLOSE_METHOD,
+        Task(typed!(codex_methods::close)),
+        Codex,
+        Touch::Nothing,
+    ),
+    row(
+        codex::FS_WATCH_MISSING_METHOD,
+        Task(typed!(codex_methods::watch_missing)),
+        Codex,
+        Touch::Reads,
+    ),
+    row(
+        codex::ENVIRONMENT_INFO_METHOD,
+        Task(bare!(codex_methods::info)),
+        Codex,
+        Touch::Nothing,
+    ),
+    row(
+        codex::ENVIRONMENT_STATUS_METHOD,
+        Task(bare!(codex_methods::status)),
+        Codex,
+        Touch::Nothing,
+    ),
+    row(
+        codex::ENVIRONMENT_CONFIG_READ_METHOD,
+        Task(typed!(codex_methods::config_read)),
+        Codex,
+        Touch::Nothing,
+    ),
+    row(
+        process::PROCESS_START_METHOD,
+        Task(typed!(processes::start)),
+        Processes,
+        Touch::Nothing,
+    ),
+    row(
+        process::PROCESS_READ_METHOD,
+        Task(typed!(processes::read)),
+        Processes,
+        Touch::Nothing,
+    ),
+    row(
+        process::PROCESS_WRITE_METHOD,
+        Task(typed!(processes::write)),
+        Processes,
+        Touch::Nothing,
+    ),
+    row(
+        process::PROCESS_SIGNAL_METHOD,
+        Task(typed!(processes::signal)),
+        Processes,
+        Touch::Nothing,
+    ),
     row(
         process::PROCESS_TERMINATE_METHOD,
-        Runs::Task,
+        Task(typed!(processes::terminate)),
+        Processes,
         Touch::Nothing,
     ),
     row(
         process::CAPFS_PROCESS_RESIZE_METHOD,
-        Runs::Task,
+        Task(typed!(processes::resize)),
+        Processes,
         Touch::Nothing,
     ),
     row(
         process::CAPFS_PROCESS_CLOSE_INPUT_METHOD,
-        Runs::Task,
+        Task(typed!(processes::close_input)),
+        Processes,
         Touch::Nothing,
     ),
-    row(CAPFS_READ_LINK_METHOD, Runs::Task, Touch::Reads),
-    row(CAPFS_CREATE_SYMLINK_METHOD, Runs::Task, Touch::Writes),
-    row(CAPFS_WALK_METHOD, Runs::Task, Touch::Reads),
-    row(CAPFS_READ_FILE_RANGE_METHOD, Runs::Task, Touch::Reads),
-    row(CAPFS_NARROW_ROOTS_METHOD, Runs::ReadLoop, Touch::Nothing),
+    row(
+        CAPFS_READ_LINK_METHOD,
+        Task(typed!(files::read_link)),
+        Files,
+        Touch::Reads,
+    ),
+    row(
+        CAPFS_CREATE_SYMLINK_METHOD,
+        Task(typed!(files::create_symlink)),
+        Files,
+        Touch::Writes,
+    ),
+    row(
+        CAPFS_WALK_METHOD,
+        Task(typed!(files::walk)),
+        Files,
+        Touch::Reads,
+    ),
+    row(
+        CAPFS_READ_FILE_RANGE_METHOD,
+        Task(typed!(files::read_range)),
+        Files,
+        Touch::Reads,
+    ),
+    row(CAPFS_NARROW_ROOTS_METHOD, ReadLoop, Files, Touch::Nothing),
     row(
         CAPFS_READ_FILE_STREAM_METHOD,
-        Runs::StreamRead,
+        StreamRead,
+        Files,
         Touch::Reads,
     ),
     row(
         CAPFS_WRITE_FILE_STREAM_METHOD,
-        Runs::StreamWrite,
+        StreamWrite,
+        Files,
         Touch::Writes,
     ),
 ];
 
+/// The name of every method the server answers, in the table's order.
+pub fn method_names() -> impl Iterator<Item = &'static str> {
+    METHODS.iter().map(|m| m.name)
+}
+
 /// The table's row for `name`.
 pub(crate) fn method(name: &str) -> Option<&'static Method> {
     METHODS.iter().find(|m| m.name == name)
+}
+
+/// What `touch` needs of each path member of `params`, for the request's `sandbox` policy.
+fn needs(touch: Touch, params: Option<&Value>) -> &'static [(&'static str, Need)] {
+    match touch {
+        Touch::Nothing => &[],
+        Touch::Reads => &[("path", Need::Read)],
+        Touch::Writes => &[("path", Need::Write)],
+        Touch::Copies => &[("sourcePath", Need::Read), ("destinationPath", Need::Write)],
+        Touch::Moves => &[
+            ("sourcePath", Need::Write),
+            ("destinationPath", Need::Write),
+        ],
+        Touch::Opens if params.is_some_and(|p| p["mode"] == "replace") => &[("path", Need::Write)],
+        Touch::Opens => &[("path", Need::Read)],
+    }
+}
+
+fn unknown(method: &str) -> ErrorObject {
+    ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"))
+}
+
+/// Runs the task method `method` with `params` on `fs`, as its row says: its paths made plain
+/// and checked against the request's `sandbox` policy, its handler run, its errors in the codes
+/// of its group. A `fs/readFile` reply may be at most `max_message_bytes` long, and walks and
+/// listings are cut to it.
+pub(crate) async fn dispatch(
+    fs: &dyn ExecutorFileSystem,
+    connection: &ConnectionState,
+    method: &str,
+    mut params: Option<Value>,
+    max_message_bytes: usize,
+    outcome: &mut Outcome,
+) -> Result<Payload, ErrorObject> {
+    let Some(row) = self::method(method) else {
+        return Err(unknown(method));
+    };
+    let Runs::Task(handler) = row.runs else {
+        return Err(unknown(method));
+    };
+    let mut call = Call {
+        fs,
+        connection,
+        form: PathForm::Plain,
+        max_message_bytes,
+        outcome,
+    };
+    if row.group == Group::Processes {
+        if connection.processes().is_none() {
+            return Err(unknown(method));
+        }
+        return handler(call, params).await;
+    }
+    let form = uri::plain_params(&mut params)?;
+    call.form = form;
+    codex_methods::check_policy(fs, needs(row.touch, params.as_ref()), params.as_ref())
+        .await
+        .map_err(|e| ErrorObject::from_io(&e).for_form(form))?;
+    let errors_form = match row.group {
+        Group::Codex => PathForm::Uri,
+        _ => form,
+    };
+    handler(call, params)
+        .await
+        .map_err(|error| error.for_form(errors_form))
 }

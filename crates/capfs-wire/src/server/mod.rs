@@ -4,13 +4,16 @@
 //! its Origin, token and connection-limit checks and `GET /readyz`, or one byte stream such as
 //! stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
 //! loop, its in-flight bound and its shutdown drain; `session.rs` applies the handshake rules to
-//! each message; `handler.rs` holds the method table and maps a request to trait calls and its result back to
-//! the wire (`codex/` for the methods of the current codex protocol, `sessions.rs` for its
-//! session ids);
-//! `stream.rs` carries the data-frame extension; `outgoing.rs` is the connection's writer, which
-//! on TCP reads and writes the data frames of local files itself; `audit.rs` writes one line per
-//! request; `config.rs` holds the limits; `threads.rs` runs connections on threads of their own,
-//! each with a `current_thread` runtime.
+//! each message; `methods.rs` is the method table: each method's row names where it runs, its
+//! handler with its typed params, its protocol group and what it does to its paths, and
+//! `dispatch` runs a row. The handlers are `file_methods.rs` (the March 2026 methods and capfs's
+//! extensions), `codex/` (the methods of the current codex protocol) and `process/handlers.rs`;
+//! each returns a [`Payload`](payload::Payload) that `reply.rs` queues for the writer.
+//! `state.rs` is what a connection keeps between requests; `stream.rs` carries the data-frame
+//! extension; `outgoing.rs` is the connection's writer, which on TCP reads and writes the data
+//! frames of local files itself; `audit.rs` writes one line per request; `config.rs` holds the
+//! limits; `threads.rs` runs connections on threads of their own, each with a `current_thread`
+//! runtime.
 
 mod admission;
 mod audit;
@@ -19,20 +22,21 @@ mod byte_stream;
 mod codex;
 mod config;
 mod connection;
+mod file_methods;
 mod fit;
 mod frames;
-mod handler;
 mod listener;
 mod methods;
 mod narrow;
 mod outgoing;
 mod parse;
+mod payload;
 mod process;
-mod range;
 mod reply;
 mod session;
 mod sessions;
 mod stall;
+mod state;
 mod stream;
 mod threads;
 mod work;
@@ -47,6 +51,7 @@ pub use config::{
     DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
 pub use listener::Server;
+pub use methods::method_names;
 pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.

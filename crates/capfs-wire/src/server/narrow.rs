@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::handler::parse;
+use super::payload::parse;
 use crate::protocol::{ErrorObject, NarrowRootsParams, NarrowRootsResponse, NarrowedRoot};
 use capfs::ExecutorFileSystem;
 

@@ -154,7 +154,7 @@ impl SpanQueue<'_> {
             };
             let n = match tokio::time::timeout(self.idle, receiver).await {
                 Ok(Ok(result)) => result.map_err(file_error)?,
-                Ok(Err(_)) => return Err(super::stream::client_gone()),
+                Ok(Err(_)) => return Err(crate::error::client_gone()),
                 Err(_) => return Err(stream_idle(self.idle)),
             };
             sent += n as u64;
@@ -182,7 +182,7 @@ impl SpanQueue<'_> {
     async fn queue(&self, item: Outgoing) -> io::Result<()> {
         match tokio::time::timeout(self.idle, self.out.send(item)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(super::stream::client_gone()),
+            Ok(Err(_)) => Err(crate::error::client_gone()),
             Err(_) => Err(stream_idle(self.idle)),
         }
     }
@@ -395,4 +395,10 @@ fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usiz
             read => return read,
         }
     }
+}
+
+/// Queues `message` for the writer. A closed writer means the peer is gone; there is no one
+/// left to tell.
+pub(crate) async fn send(out: &mpsc::Sender<Outgoing>, message: WsMessage) {
+    let _ = out.send(Outgoing::Message(message)).await;
 }

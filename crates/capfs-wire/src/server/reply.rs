@@ -6,14 +6,14 @@
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::budget::ReplyBudget;
-use super::handler::{Payload, base64_len, error_message, reply_text};
-use super::outgoing::Outgoing;
-use crate::protocol::{ErrorObject, ErrorResponse, Message, RequestId, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
 
-/// Bytes of a reply besides its id and its result: `{"id":…,"result":…}` and a file's
-/// `{"dataBase64":""}`.
-const ENVELOPE_BYTES: u64 = 64;
+use super::budget::ReplyBudget;
+use super::outgoing::Outgoing;
+use super::payload::{Payload, REPLY_ENVELOPE_BYTES, base64_len};
+use crate::protocol::{ErrorObject, ErrorResponse, Message, RequestId, Response};
 
 /// Queues the reply to `id`. A reply whose size is known before it is built (a file's, or a
 /// result already serialised) is covered first; another (an error, a small result) is covered
@@ -31,7 +31,10 @@ pub(crate) async fn send(
         _ => None,
     };
     let reply = match known {
-        Some(len) => match budget.cover(id_len + len + ENVELOPE_BYTES).await {
+        Some(len) => match budget
+            .cover(id_len + len + REPLY_ENVELOPE_BYTES as u64)
+            .await
+        {
             Ok(()) => reply,
             Err(e) => Err(ErrorObject::from_io(&e)),
         },
@@ -76,4 +79,58 @@ pub(crate) async fn send_message(
     let _ = out
         .send(Outgoing::reserved(WsMessage::text(text), reservation))
         .await;
+}
+
+/// The text of the reply to request `id`; a file's contents are encoded straight into it.
+pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> String {
+    match reply {
+        Ok(Payload::FileData(data)) => {
+            let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
+            text.push_str(r#"{"dataBase64":""#);
+            STANDARD.encode_string(&data, &mut text);
+            text.push_str(r#""}}"#);
+            text
+        }
+        Ok(Payload::Block { data, eof }) => {
+            let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
+            text.push_str(r#"{"chunk":""#);
+            STANDARD.encode_string(&data, &mut text);
+            text.push_str(if eof {
+                r#"","eof":true}}"#
+            } else {
+                r#"","eof":false}}"#
+            });
+            text
+        }
+        Ok(Payload::Text(result)) => {
+            let mut text = result_opening(&id, result.len());
+            text.push_str(&result);
+            text.push('}');
+            text
+        }
+        Ok(Payload::Json(value)) => reply_message(id, Ok(value)).to_text(),
+        Err(error) => reply_message(id, Err(error)).to_text(),
+    }
+}
+
+/// `{"id":<id>,"result":` with room for a result of `result_len` bytes and the closing brace.
+fn result_opening(id: &RequestId, result_len: usize) -> String {
+    let id = serde_json::to_string(id).expect("ids always serialize");
+    let mut text = String::with_capacity(result_len + id.len() + REPLY_ENVELOPE_BYTES);
+    text.push_str(r#"{"id":"#);
+    text.push_str(&id);
+    text.push_str(r#","result":"#);
+    text
+}
+
+/// The response or error answering request `id` with `reply`.
+pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) -> Message {
+    match reply {
+        Ok(result) => Message::Response(Response { id, result }),
+        Err(error) => error_message(id, error),
+    }
+}
+
+pub(crate) fn error_message(id: RequestId, error: ErrorObject) -> Message {
+    Message::Error(ErrorResponse { id, error })
 }

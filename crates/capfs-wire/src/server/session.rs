@@ -8,11 +8,13 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::codex::ConnectionState;
 use super::codex::handles::Handles;
 use super::codex::watch::Watches;
-use super::handler::{self, Runs, error_message, reply_message};
+use super::methods::{self, Runs};
+use super::payload::{Outcome, Payload};
+use super::reply::{error_message, reply_message};
 use super::sessions::Sessions;
+use super::state::ConnectionState;
 use crate::protocol::codex::EnvironmentInfo;
 use crate::protocol::{
     DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, INITIALIZED_METHOD, INVALID_PARAMS, INVALID_REQUEST,
@@ -103,10 +105,10 @@ impl FsCall {
         fs: &dyn ExecutorFileSystem,
         connection: &ConnectionState,
         max_message_bytes: usize,
-        outcome: &mut handler::Outcome,
+        outcome: &mut Outcome,
     ) -> Message {
-        let runs = handler::method(&self.method).map(|m| m.runs);
-        let reply = if runs == Some(Runs::ReadLoop) {
+        let runs = methods::method(&self.method).map(|m| m.runs);
+        let reply = if matches!(runs, Some(Runs::ReadLoop)) {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("{} needs a connection", self.method),
@@ -120,7 +122,7 @@ impl FsCall {
                 ),
             ))
         } else {
-            handler::dispatch(
+            methods::dispatch(
                 fs,
                 connection,
                 &self.method,
@@ -129,7 +131,7 @@ impl FsCall {
                 outcome,
             )
             .await
-            .map(handler::Payload::into_value)
+            .map(Payload::into_value)
         };
         reply_message(self.id, reply)
     }
@@ -226,7 +228,7 @@ impl Session {
             Step::Reply(message) => Some(message),
             Step::Answer { request, reply } => Some(reply_message(request.id, reply)),
             Step::Run(call) => {
-                let mut outcome = handler::Outcome::default();
+                let mut outcome = Outcome::default();
                 let connection = Arc::clone(&self.connection);
                 Some(
                     call.run(fs, &connection, self.max_message_bytes, &mut outcome)
@@ -268,7 +270,7 @@ impl Session {
 
     fn on_request(&mut self, request: Request) -> Step {
         let Request { id, method, params } = request;
-        let reply = match handler::method(&method).map(|m| m.runs) {
+        let reply = match methods::method(&method).map(|m| m.runs) {
             None => Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method: {method}"),

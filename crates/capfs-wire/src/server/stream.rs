@@ -35,13 +35,13 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
 use super::audit::RequestLog;
-use super::budget::{ConnectionBudget, ReplyBudget, Reservation};
-use super::frames::FrameWriter;
-use super::handler::{Payload, invalid_input, parse};
-use super::outgoing::{Outgoing, SpanQueue};
+use super::budget::Reservation;
+use super::frames::{FrameWriter, StreamContext};
+use super::outgoing::SpanQueue;
+use super::payload::{Payload, invalid_input, parse};
 use super::reply;
-use super::work::{RequestSlots, StreamWork, Work};
-use crate::error::{stream_aborted, stream_idle};
+use super::work::{RequestSlots, StreamWork};
+use crate::error::{stream_aborted, stream_cut, stream_idle};
 use crate::protocol::{
     ErrorObject, INVALID_PARAMS, ReadStreamParams, RequestId, StreamResponse, WriteStreamParams,
 };
@@ -70,42 +70,12 @@ pub(crate) struct Upload {
     aborted: Arc<AtomicBool>,
 }
 
-/// What a streamed transfer needs from its connection.
-#[derive(Clone)]
-pub(crate) struct StreamContext {
-    pub(crate) fs: Arc<dyn ExecutorFileSystem>,
-    pub(crate) work: Work,
-    pub(crate) idle: Duration,
-    pub(crate) out: mpsc::Sender<Outgoing>,
-    /// The connection's writer reads and writes data frames itself (see `outgoing.rs`).
-    pub(crate) direct_frames: bool,
-    /// The connection's part of the outgoing budget.
-    pub(crate) budget: ConnectionBudget,
-}
-
-impl StreamContext {
-    fn reply_budget(&self) -> ReplyBudget {
-        ReplyBudget::new(self.budget.clone(), self.work.clone())
-    }
-}
-
 fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
     result
         .map(|size| {
             Payload::Json(serde_json::to_value(StreamResponse { size }).expect("serializable"))
         })
         .map_err(|e| ErrorObject::from_io(&e))
-}
-
-pub(crate) fn client_gone() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
-}
-
-fn stream_cut() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "the connection closed before the data stream ended",
-    )
 }
 
 /// Starts a streamed read: the backend writes the file into data frames, then the reply goes.

@@ -9,84 +9,24 @@ mod walk;
 pub(crate) mod watch;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use crate::protocol::codex::{
-    CanonicalizeResponse, CloseParams, CodexWalkParams, ENVIRONMENT_CONFIG_READ_METHOD,
-    ENVIRONMENT_INFO_METHOD, ENVIRONMENT_STATUS_METHOD, EnvironmentConfigReadParams,
-    EnvironmentConfigReadResponse, EnvironmentInfo, EnvironmentStatus, FS_CANONICALIZE_METHOD,
-    FS_CLOSE_METHOD, FS_OPEN_METHOD, FS_READ_BLOCK_METHOD, FS_WALK_METHOD, FS_WATCH_MISSING_METHOD,
-    FS_WRITE_BLOCK_METHOD, OpenMode, OpenParams, OpenResponse, ReadBlockParams, ShellInfo,
-    WriteBlockParams,
+    CanonicalizeResponse, CloseParams, CodexWalkParams, EnvironmentConfigReadParams,
+    EnvironmentConfigReadResponse, EnvironmentInfo, EnvironmentStatus, OpenMode, OpenParams,
+    OpenResponse, ReadBlockParams, ShellInfo, WriteBlockParams,
 };
-use crate::protocol::uri::{PathForm, spell, uri_of_path};
+use crate::protocol::uri::{spell, uri_of_path};
 use crate::protocol::{ErrorObject, INVALID_REQUEST, PathParams, RootAccess};
 use capfs::ExecutorFileSystem;
-use handles::Handles;
 
-use super::handler::{Outcome, Payload, Touch, invalid_input, parse, reply};
+use super::fit::held_while_built;
+use super::payload::{Payload, invalid_input, serialized};
+use super::state::Call;
 use policy::{Need, Policy};
-
-/// What one connection keeps between its requests for these methods.
-pub(crate) struct ConnectionState {
-    /// The file system the connection serves (narrowed with it), for work that outlives a
-    /// request (a replace handle's write, a watch); `None` where requests are handled without
-    /// a connection.
-    fs: std::sync::RwLock<Option<Arc<dyn ExecutorFileSystem>>>,
-    pub(crate) handles: Handles,
-    pub(crate) watches: Arc<watch::Watches>,
-    /// The session's processes, once the handshake named the session; `None` on a server
-    /// that serves no processes.
-    processes: std::sync::RwLock<Option<crate::server::process::Attached>>,
-    /// What `environmentInfo` says of processes, on a server that serves them.
-    pub(crate) processes_info: Option<crate::protocol::process::ProcessesInfo>,
-}
-
-impl ConnectionState {
-    pub(crate) fn new(
-        fs: Option<Arc<dyn ExecutorFileSystem>>,
-        handles: Handles,
-        watches: watch::Watches,
-    ) -> Self {
-        Self {
-            fs: std::sync::RwLock::new(fs),
-            handles,
-            watches: Arc::new(watches),
-            processes: std::sync::RwLock::new(None),
-            processes_info: None,
-        }
-    }
-
-    /// The session's processes, once attached.
-    pub(crate) fn processes(&self) -> Option<crate::server::process::Attached> {
-        self.processes.read().expect("connection processes").clone()
-    }
-
-    /// The connection now holds the session whose processes are `attached`.
-    pub(crate) fn set_processes(&self, attached: crate::server::process::Attached) {
-        *self.processes.write().expect("connection processes") = Some(attached);
-    }
-
-    /// The file system the connection serves now.
-    pub(crate) fn fs(&self) -> Option<Arc<dyn ExecutorFileSystem>> {
-        self.fs.read().expect("connection file system").clone()
-    }
-
-    /// The connection now serves `fs` (a narrowing of what it served).
-    pub(crate) fn set_fs(&self, fs: Arc<dyn ExecutorFileSystem>) {
-        *self.fs.write().expect("connection file system") = Some(fs);
-    }
-}
-
-impl std::fmt::Debug for ConnectionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnectionState").finish_non_exhaustive()
-    }
-}
 
 /// codex's capability names, each with whether capfs serves what it gates. codex calls a gated
 /// method only when its capability is `true`.
@@ -137,28 +77,20 @@ pub(crate) fn environment_info(
     }
 }
 
-/// Refuses a request whose `sandbox` policy does not allow what `touch` says it does to the
-/// paths in `params` (already plain). Paths that do not parse are left to the params' parser.
+/// Refuses a request whose `sandbox` policy does not allow what it does to the paths in
+/// `params` (already plain): `needs` names each path member and what the method needs of it.
+/// Paths that do not parse are left to the params' parser.
 pub(crate) async fn check_policy(
     fs: &dyn ExecutorFileSystem,
-    touch: Touch,
+    needs: &[(&str, Need)],
     params: Option<&Value>,
 ) -> std::io::Result<()> {
     let Some(params) = params else {
         return Ok(());
     };
-    let needs: &[(&str, Need)] = match touch {
-        Touch::Nothing => return Ok(()),
-        Touch::Reads => &[("path", Need::Read)],
-        Touch::Writes => &[("path", Need::Write)],
-        Touch::Copies => &[("sourcePath", Need::Read), ("destinationPath", Need::Write)],
-        Touch::Moves => &[
-            ("sourcePath", Need::Write),
-            ("destinationPath", Need::Write),
-        ],
-        Touch::Opens if params["mode"] == "replace" => &[("path", Need::Write)],
-        Touch::Opens => &[("path", Need::Read)],
-    };
+    if needs.is_empty() {
+        return Ok(());
+    }
     let Some(policy) = Policy::parse(params.get("sandbox"))? else {
         return Ok(());
     };
@@ -171,149 +103,159 @@ pub(crate) async fn check_policy(
     Ok(())
 }
 
-/// Runs `method` when it is one of this module's, with params already in plain-path form.
-/// Handle methods carry no path, so their errors take the codex codes whatever the form.
-pub(crate) async fn dispatch(
-    fs: &dyn ExecutorFileSystem,
-    state: &ConnectionState,
-    method: &str,
-    params: &mut Option<Value>,
-    form: PathForm,
-    max_message_bytes: usize,
-    outcome: &mut Outcome,
-) -> Option<Result<Payload, ErrorObject>> {
-    let io = |e: std::io::Error| ErrorObject::from_io(&e);
-    let result = match method {
-        ENVIRONMENT_INFO_METHOD => reply(environment_info(fs, state.processes_info.clone())),
-        ENVIRONMENT_STATUS_METHOD => reply(EnvironmentStatus {
-            status: "ready".to_string(),
-        }),
-        ENVIRONMENT_CONFIG_READ_METHOD => parse::<EnvironmentConfigReadParams>(params.take())
-            .and_then(|_| reply(EnvironmentConfigReadResponse::default())),
-        FS_WALK_METHOD => {
-            async {
-                let p: CodexWalkParams = parse(params.take())?;
-                // Its size is known once it is built: built in the connection's turn, and built
-                // again after a wait for the budget rather than held through it.
-                let turn = outcome.unsized_work().await;
-                let walk_text = || async {
-                    let found = walk::walk(fs, &p.path, &p.options, form, max_message_bytes)
-                        .await
-                        .map_err(io)?;
-                    let entries = found.response.entries.len() as u64;
-                    let mut value = serde_json::to_value(found.response).expect("walks serialize");
-                    if found.non_utf8_names_omitted > 0 {
-                        value["nonUtf8NamesOmitted"] = found.non_utf8_names_omitted.into();
-                    }
-                    Ok::<_, ErrorObject>((value.to_string(), entries))
-                };
-                let (mut text, mut entries) = walk_text().await?;
-                let held = super::fit::held_while_built(text.len());
-                if !outcome.try_cover(held).map_err(io)? {
-                    drop((text, turn));
-                    outcome.cover(held).await.map_err(io)?;
-                    (text, entries) = walk_text().await?;
-                }
-                outcome.bytes = entries;
-                Ok(Payload::Text(text))
-            }
+fn io(e: std::io::Error) -> ErrorObject {
+    ErrorObject::from_io(&e)
+}
+
+/// `environment/info`.
+pub(crate) async fn info(call: Call<'_>) -> Result<Payload, ErrorObject> {
+    let processes = call.connection.processes_info.clone();
+    serialized(environment_info(call.fs, processes))
+}
+
+/// `environment/status`.
+pub(crate) async fn status(_: Call<'_>) -> Result<Payload, ErrorObject> {
+    serialized(EnvironmentStatus {
+        status: "ready".to_string(),
+    })
+}
+
+/// `environmentConfig/read`: capfs has no configuration layers.
+pub(crate) async fn config_read(
+    _: Call<'_>,
+    _: EnvironmentConfigReadParams,
+) -> Result<Payload, ErrorObject> {
+    serialized(EnvironmentConfigReadResponse::default())
+}
+
+/// `fs/walk`.
+pub(crate) async fn walk(call: Call<'_>, p: CodexWalkParams) -> Result<Payload, ErrorObject> {
+    let Call {
+        fs,
+        form,
+        max_message_bytes,
+        outcome,
+        ..
+    } = call;
+    // Its size is known once it is built: built in the connection's turn, and built again after
+    // a wait for the budget rather than held through it.
+    let turn = outcome.unsized_work().await;
+    let walk_text = || async {
+        let found = walk::walk(fs, &p.path, &p.options, form, max_message_bytes)
             .await
+            .map_err(io)?;
+        let entries = found.response.entries.len() as u64;
+        let mut value = serde_json::to_value(found.response).expect("walks serialize");
+        if found.non_utf8_names_omitted > 0 {
+            value["nonUtf8NamesOmitted"] = found.non_utf8_names_omitted.into();
         }
-        FS_CANONICALIZE_METHOD => {
-            async {
-                let p: PathParams = parse(params.take())?;
-                let path = canonical::canonicalize(fs, &p.path).await.map_err(io)?;
-                reply(CanonicalizeResponse {
-                    path: spell(&path, form),
-                })
-            }
-            .await
-        }
-        FS_OPEN_METHOD => {
-            async {
-                let p: OpenParams = parse(params.take())?;
-                match (p.mode, state.fs()) {
-                    (OpenMode::Read, _) => {
-                        state
-                            .handles
-                            .open_read(fs, p.handle_id.clone(), &p.path)
-                            .await
-                    }
-                    (OpenMode::Replace, Some(shared)) => {
-                        let id = p.handle_id.clone();
-                        state.handles.open_replace(shared, id, p.path.clone()).await
-                    }
-                    (OpenMode::Replace, None) => {
-                        return Err(ErrorObject::new(
-                            INVALID_REQUEST,
-                            "fs/open in replace mode needs a connection",
-                        ));
-                    }
-                }
-                .map_err(io)?;
-                reply(OpenResponse {
-                    handle_id: p.handle_id,
-                })
-            }
-            .await
-        }
-        FS_READ_BLOCK_METHOD => {
-            async {
-                let p: ReadBlockParams = parse(params.take())?;
-                // The block and its text, reserved before the block is read.
-                let len = p.len.min(handles::MAX_BLOCK_BYTES);
-                outcome.cover(len + len.div_ceil(3) * 4).await.map_err(io)?;
-                let (data, eof) = state
-                    .handles
-                    .read_block(&p.handle_id, p.offset, p.len)
-                    .await
-                    .map_err(io)?;
-                outcome.bytes = data.len() as u64;
-                Ok(Payload::Block { data, eof })
-            }
-            .await
-        }
-        FS_WRITE_BLOCK_METHOD => {
-            async {
-                let p: WriteBlockParams = parse(params.take())?;
-                let chunk = STANDARD.decode(p.chunk.as_bytes()).map_err(|e| {
-                    invalid_input(INVALID_REQUEST, format!("chunk is not valid base64: {e}"))
-                })?;
-                outcome.bytes = chunk.len() as u64;
-                state
-                    .handles
-                    .write_block(&p.handle_id, p.offset, chunk)
-                    .await
-                    .map_err(io)?;
-                reply(serde_json::json!({}))
-            }
-            .await
-        }
-        FS_CLOSE_METHOD => {
-            async {
-                let p: CloseParams = parse(params.take())?;
-                state.handles.close(&p.handle_id).await.map_err(io)?;
-                reply(serde_json::json!({}))
-            }
-            .await
-        }
-        FS_WATCH_MISSING_METHOD => {
-            async {
-                let p: watch::WatchParams = parse(params.take())?;
-                let Some(shared) = state.fs() else {
-                    return Err(ErrorObject::new(
-                        INVALID_REQUEST,
-                        "fs/watchMissing needs a connection",
-                    ));
-                };
-                watch::Watches::watch(&state.watches, shared, p)
-                    .await
-                    .map_err(io)?;
-                reply(serde_json::json!({ "watching": true }))
-            }
-            .await
-        }
-        _ => return None,
+        Ok::<_, ErrorObject>((value.to_string(), entries))
     };
-    Some(result.map_err(|error| error.for_form(PathForm::Uri)))
+    let (mut text, mut entries) = walk_text().await?;
+    let held = held_while_built(text.len());
+    if !outcome.try_cover(held).map_err(io)? {
+        drop((text, turn));
+        outcome.cover(held).await.map_err(io)?;
+        (text, entries) = walk_text().await?;
+    }
+    outcome.bytes = entries;
+    Ok(Payload::Text(text))
+}
+
+/// `fs/canonicalize`.
+pub(crate) async fn canonicalize(call: Call<'_>, p: PathParams) -> Result<Payload, ErrorObject> {
+    let path = canonical::canonicalize(call.fs, &p.path)
+        .await
+        .map_err(io)?;
+    serialized(CanonicalizeResponse {
+        path: spell(&path, call.form),
+    })
+}
+
+/// `fs/open`: a read handle holds its descriptor; a replace handle writes through the
+/// connection's file system, since its write outlives the request.
+pub(crate) async fn open(call: Call<'_>, p: OpenParams) -> Result<Payload, ErrorObject> {
+    let handles = &call.connection.handles;
+    match (p.mode, call.connection.fs()) {
+        (OpenMode::Read, _) => {
+            handles
+                .open_read(call.fs, p.handle_id.clone(), &p.path)
+                .await
+        }
+        (OpenMode::Replace, Some(shared)) => {
+            let id = p.handle_id.clone();
+            handles.open_replace(shared, id, p.path.clone()).await
+        }
+        (OpenMode::Replace, None) => {
+            return Err(ErrorObject::new(
+                INVALID_REQUEST,
+                "fs/open in replace mode needs a connection",
+            ));
+        }
+    }
+    .map_err(io)?;
+    serialized(OpenResponse {
+        handle_id: p.handle_id,
+    })
+}
+
+/// `fs/readBlock`.
+pub(crate) async fn read_block(call: Call<'_>, p: ReadBlockParams) -> Result<Payload, ErrorObject> {
+    // The block and its text, reserved before the block is read.
+    let len = p.len.min(handles::MAX_BLOCK_BYTES);
+    let outcome = call.outcome;
+    outcome.cover(len + len.div_ceil(3) * 4).await.map_err(io)?;
+    let (data, eof) = call
+        .connection
+        .handles
+        .read_block(&p.handle_id, p.offset, p.len)
+        .await
+        .map_err(io)?;
+    outcome.bytes = data.len() as u64;
+    Ok(Payload::Block { data, eof })
+}
+
+/// `fs/writeBlock`.
+pub(crate) async fn write_block(
+    call: Call<'_>,
+    p: WriteBlockParams,
+) -> Result<Payload, ErrorObject> {
+    let chunk = STANDARD
+        .decode(p.chunk.as_bytes())
+        .map_err(|e| invalid_input(INVALID_REQUEST, format!("chunk is not valid base64: {e}")))?;
+    call.outcome.bytes = chunk.len() as u64;
+    call.connection
+        .handles
+        .write_block(&p.handle_id, p.offset, chunk)
+        .await
+        .map_err(io)?;
+    serialized(serde_json::json!({}))
+}
+
+/// `fs/close`.
+pub(crate) async fn close(call: Call<'_>, p: CloseParams) -> Result<Payload, ErrorObject> {
+    call.connection
+        .handles
+        .close(&p.handle_id)
+        .await
+        .map_err(io)?;
+    serialized(serde_json::json!({}))
+}
+
+/// `fs/watchMissing`: the watch polls the connection's file system, since it outlives the
+/// request.
+pub(crate) async fn watch_missing(
+    call: Call<'_>,
+    p: watch::WatchParams,
+) -> Result<Payload, ErrorObject> {
+    let Some(shared) = call.connection.fs() else {
+        return Err(ErrorObject::new(
+            INVALID_REQUEST,
+            "fs/watchMissing needs a connection",
+        ));
+    };
+    watch::Watches::watch(&call.connection.watches, shared, p)
+        .await
+        .map_err(io)?;
+    serialized(serde_json::json!({ "watching": true }))
 }

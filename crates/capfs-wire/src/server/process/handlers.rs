@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::audit::{ProcessLog, StartRecord};
 use super::kept::Kept;
 use super::pump::Pump;
-use super::{Attached, Running, Slot};
+use super::table::{Attached, Running, Slot};
 use crate::protocol::process::{
     CAPFS_PROCESS_CLOSE_INPUT_METHOD, CAPFS_PROCESS_RESIZE_METHOD, OutputChunk,
     PROCESS_READ_METHOD, PROCESS_SIGNAL_METHOD, PROCESS_START_METHOD, PROCESS_TERMINATE_METHOD,
@@ -22,7 +22,8 @@ use crate::protocol::process::{
 use crate::protocol::uri::path_of_uri;
 use crate::protocol::{ErrorObject, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RootAccess};
 use crate::server::codex::policy::Policy;
-use crate::server::handler::{Payload, invalid_input, parse, reply};
+use crate::server::payload::{Payload, invalid_input, serialized};
+use crate::server::state::Call;
 use capfs::process::{Confinement, ProcessRequest, TerminalSize};
 use capfs::{Access, ExecutorFileSystem};
 
@@ -33,21 +34,6 @@ const MAX_WRITE_WAIT: Duration = Duration::from_secs(30);
 /// The bytes `process/read` gives at most, whatever its `maxBytes`.
 const MAX_READ_BYTES: usize = super::kept::KEPT_BYTES;
 
-const METHODS: [&str; 7] = [
-    CAPFS_PROCESS_CLOSE_INPUT_METHOD,
-    PROCESS_START_METHOD,
-    PROCESS_READ_METHOD,
-    PROCESS_WRITE_METHOD,
-    PROCESS_SIGNAL_METHOD,
-    PROCESS_TERMINATE_METHOD,
-    CAPFS_PROCESS_RESIZE_METHOD,
-];
-
-/// Whether `method` is one of the process methods.
-pub(crate) fn is_process_method(method: &str) -> bool {
-    METHODS.contains(&method)
-}
-
 fn io(e: std::io::Error) -> ErrorObject {
     ErrorObject::from_io(&e)
 }
@@ -56,28 +42,12 @@ fn unknown(id: &str) -> ErrorObject {
     ErrorObject::new(INVALID_REQUEST, format!("unknown process id {id}"))
 }
 
-/// Runs the process method `method`: `-32601` when the server serves no processes.
-pub(crate) async fn dispatch(
-    attached: Option<Attached>,
-    fs: &dyn ExecutorFileSystem,
-    method: &str,
-    params: Option<Value>,
-) -> Result<Payload, ErrorObject> {
-    let Some(attached) = attached else {
-        return Err(ErrorObject::new(
-            METHOD_NOT_FOUND,
-            format!("unknown method: {method}"),
-        ));
-    };
-    match method {
-        PROCESS_START_METHOD => start(&attached, fs, params).await,
-        PROCESS_READ_METHOD => read(&attached, params).await,
-        PROCESS_WRITE_METHOD => write(&attached, params).await,
-        PROCESS_SIGNAL_METHOD => signal(&attached, params).await,
-        PROCESS_TERMINATE_METHOD => terminate(&attached, params).await,
-        CAPFS_PROCESS_CLOSE_INPUT_METHOD => close_input(&attached, params).await,
-        _ => resize(&attached, params).await,
-    }
+/// The session's processes; `-32601` on a server that serves none (the method table refuses
+/// such a request before its params are read, so this is only the handlers' own guard).
+fn attached(call: &Call<'_>, method: &str) -> Result<Attached, ErrorObject> {
+    call.connection
+        .processes()
+        .ok_or_else(|| ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}")))
 }
 
 /// The roots a start gets: narrowed by its `sandbox` policy, and by the connection's own
@@ -123,12 +93,10 @@ fn described(narrowing: &Option<Vec<(capfs::AbsolutePathBuf, Access)>>) -> Optio
 /// The longest process id a start accepts.
 const MAX_PROCESS_ID_BYTES: usize = 256;
 
-async fn start(
-    attached: &Attached,
-    fs: &dyn ExecutorFileSystem,
-    params: Option<Value>,
-) -> Result<Payload, ErrorObject> {
-    let p: StartParams = parse(params)?;
+/// `process/start`.
+pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, PROCESS_START_METHOD)?;
+    let fs = call.fs;
     if p.argv.is_empty() {
         return Err(invalid_input(
             INVALID_PARAMS,
@@ -247,7 +215,7 @@ async fn start(
         Confinement::Unconfined => "none",
         _ => "linuxSeccomp",
     };
-    reply(StartResponse {
+    serialized(StartResponse {
         process_id: p.process_id,
         sandbox_type: sandbox_type.to_string(),
     })
@@ -257,14 +225,14 @@ fn quota(message: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::QuotaExceeded, message)
 }
 
-async fn read(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
-    let p: ReadParams = parse(params)?;
+pub(crate) async fn read(call: Call<'_>, p: ReadParams) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, PROCESS_READ_METHOD)?;
     let after = p.after_seq.unwrap_or(0);
     let Some(found) = attached.session.get(&p.process_id) else {
         return Err(unknown(&p.process_id));
     };
     let Some(running) = found else {
-        return reply(ReadResponse {
+        return serialized(ReadResponse {
             chunks: Vec::new(),
             next_seq: after + 1,
             exited: false,
@@ -296,7 +264,7 @@ async fn read(attached: &Attached, params: Option<Value>) -> Result<Payload, Err
         })
         .collect();
     let next_seq = chunks.last().map_or(kept.seq + 1, |c| c.seq + 1);
-    reply(ReadResponse {
+    serialized(ReadResponse {
         chunks,
         next_seq,
         exited: kept.exit.is_some(),
@@ -307,8 +275,8 @@ async fn read(attached: &Attached, params: Option<Value>) -> Result<Payload, Err
     })
 }
 
-async fn write(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
-    let p: WriteParams = parse(params)?;
+pub(crate) async fn write(call: Call<'_>, p: WriteParams) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, PROCESS_WRITE_METHOD)?;
     let bytes = STANDARD
         .decode(p.chunk.as_bytes())
         .map_err(|e| invalid_input(INVALID_PARAMS, format!("chunk is not valid base64: {e}")))?;
@@ -333,7 +301,7 @@ async fn write(attached: &Attached, params: Option<Value>) -> Result<Payload, Er
             }
         }
     };
-    reply(WriteResponse {
+    serialized(WriteResponse {
         status: status.to_string(),
     })
 }
@@ -350,8 +318,8 @@ fn signal_number(name: &str) -> Option<i32> {
     }
 }
 
-async fn signal(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
-    let p: SignalParams = parse(params)?;
+pub(crate) async fn signal(call: Call<'_>, p: SignalParams) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, PROCESS_SIGNAL_METHOD)?;
     let Some(number) = signal_number(&p.signal) else {
         return Err(invalid_input(
             INVALID_PARAMS,
@@ -364,20 +332,20 @@ async fn signal(attached: &Attached, params: Option<Value>) -> Result<Payload, E
     if let Some(Some(running)) = attached.session.get(&p.process_id) {
         running.control.signal(number).await.map_err(io)?;
     }
-    reply(serde_json::json!({}))
+    serialized(serde_json::json!({}))
 }
 
-async fn terminate(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
-    let p: TerminateParams = parse(params)?;
+pub(crate) async fn terminate(call: Call<'_>, p: TerminateParams) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, PROCESS_TERMINATE_METHOD)?;
     let running = match attached.session.get(&p.process_id) {
         Some(Some(running)) => running.control.terminate().await.map_err(io)?,
         _ => false,
     };
-    reply(TerminateResponse { running })
+    serialized(TerminateResponse { running })
 }
 
-async fn resize(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
-    let p: ResizeParams = parse(params)?;
+pub(crate) async fn resize(call: Call<'_>, p: ResizeParams) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, CAPFS_PROCESS_RESIZE_METHOD)?;
     if p.rows == 0 || p.cols == 0 {
         return Err(invalid_input(
             INVALID_PARAMS,
@@ -392,14 +360,17 @@ async fn resize(attached: &Attached, params: Option<Value>) -> Result<Payload, E
         cols: p.cols,
     };
     running.control.resize(size).await.map_err(io)?;
-    reply(serde_json::json!({}))
+    serialized(serde_json::json!({}))
 }
 
-async fn close_input(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
-    let p: TerminateParams = parse(params)?;
+pub(crate) async fn close_input(
+    call: Call<'_>,
+    p: TerminateParams,
+) -> Result<Payload, ErrorObject> {
+    let attached = &attached(&call, CAPFS_PROCESS_CLOSE_INPUT_METHOD)?;
     let Some(Some(running)) = attached.session.get(&p.process_id) else {
         return Err(unknown(&p.process_id));
     };
     running.control.close_input().await.map_err(io)?;
-    reply(serde_json::json!({}))
+    serialized(serde_json::json!({}))
 }

@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::audit::ProcessLog;
 use super::kept::{Chunk, stream_name};
-use super::{Running, SessionRef, Sink};
+use super::table::{Running, SessionRef, Sink};
 use crate::protocol::process::{
     ClosedNotification, ExitedNotification, OutputNotification, PROCESS_CLOSED_METHOD,
     PROCESS_EXITED_METHOD, PROCESS_OUTPUT_METHOD,
