@@ -16,7 +16,8 @@ use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Default bound on simultaneous connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
-/// Default bound on requests running at once on one connection; further requests wait unread.
+/// Default bound on requests running at once on one connection; further requests wait on tasks
+/// of their own, up to as many again, and beyond that are answered `server busy`.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 /// Default bound on requests doing file-system work at once across the server (each holds at
 /// most one thread of tokio's blocking pool, whose own bound is 512).

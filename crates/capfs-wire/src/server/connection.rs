@@ -264,7 +264,7 @@ impl Connection {
         let step = self.session.receive(bytes);
         self.attach_processes(out);
         match step {
-            Step::Reply(message) => {
+            Step::Unreadable(message) => {
                 let mut budget = self.reply_budget();
                 reply::send_message(out, &mut budget, &message).await;
             }

@@ -77,7 +77,7 @@ pub struct Session {
 #[derive(Debug)]
 pub(crate) enum Step {
     /// Send this message at once: the answer to input that is not a message.
-    Reply(Message),
+    Unreadable(Message),
     /// Answer this request at once with `reply`, without running it (`initialize`, an unknown
     /// method, a call before the handshake completed).
     Answer {
@@ -225,7 +225,7 @@ impl Session {
     /// a message gets an error reply and leaves the state as it was.
     pub async fn handle(&mut self, fs: &dyn ExecutorFileSystem, bytes: &[u8]) -> Option<Message> {
         match self.receive(bytes) {
-            Step::Reply(message) => Some(message),
+            Step::Unreadable(message) => Some(message),
             Step::Answer { request, reply } => Some(reply_message(request.id, reply)),
             Step::Run(call) => {
                 let mut outcome = Outcome::default();
@@ -246,7 +246,7 @@ impl Session {
             Err(e) => {
                 let error =
                     ErrorObject::new(INVALID_REQUEST, format!("{MALFORMED_MESSAGE_PREFIX}: {e}"));
-                return Step::Reply(error_message(UNKNOWN_REQUEST_ID, error));
+                return Step::Unreadable(error_message(UNKNOWN_REQUEST_ID, error));
             }
         };
         match message {
