@@ -12,9 +12,10 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::stream::Mode;
 
-use super::RemoteFileSystem;
-use super::RemoteOptions;
-use super::client::{Client, CommandGroup, timed_out};
+use super::client::{Client, CommandGroup};
+use super::common::timed_out;
+use super::handle::RemoteFileSystem;
+use super::options::RemoteOptions;
 use crate::transport::shared::{DirectSocket, SharedSocket};
 
 /// The bounds on what the server sends: a frame or message longer than
