@@ -10,7 +10,8 @@
 //! `stream.rs` carries the data-frame extension; `outgoing.rs` is the connection's writer, which
 //! on TCP reads and writes the data frames of local files itself; `audit.rs` writes one line per
 //! request; `config.rs` holds the limits; `threads.rs` runs connections on threads of their own,
-//! each with a `current_thread` runtime.
+//! each with a `current_thread` runtime; `pair.rs` joins a byte-stream connection to a client
+//! in the same process.
 
 mod admission;
 mod audit;
@@ -26,6 +27,7 @@ mod listener;
 mod methods;
 mod narrow;
 mod outgoing;
+mod pair;
 mod parse;
 mod process;
 mod range;
@@ -47,6 +49,7 @@ pub use config::{
     DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
 pub use listener::Server;
+pub use pair::{ServingHandle, pair, pair_with_options};
 pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
