@@ -135,6 +135,19 @@ async fn dropping_the_client_ends_the_server_and_a_clone_keeps_it() {
 }
 
 #[tokio::test]
+async fn a_dropped_handle_leaves_the_server_serving_its_client() {
+    let tree = tree();
+    let (fs, server) = paired(&tree, ServerConfig::default()).await;
+    drop(server);
+    let file = tree.root.join("kept").unwrap();
+    fs.write_file(&file, b"still served".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(fs.read_file(&file).await.unwrap(), b"still served");
+    assert!(!fs.is_closed());
+}
+
+#[tokio::test]
 async fn stopping_the_server_fails_the_client_with_broken_pipe() {
     let tree = tree();
     let (fs, server) = paired(&tree, ServerConfig::default()).await;
