@@ -45,7 +45,8 @@
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
 //!
 //! `common` builds the test sandbox (roots, nested read-only root, outside canary) for either
-//! backend; `serve` starts the real binary on port 0 and speaks raw WebSocket to it.
+//! backend, the remote ones on servers in the test process; `serve` starts the real binary on
+//! port 0 and speaks raw WebSocket to it.
 
 mod common;
 mod serve;

@@ -44,6 +44,32 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # In one process
+//!
+//! [`server::pair`] joins a server and a client without a socket, over an in-memory byte
+//! stream: the same frames, handshake and methods as on the wire, for tests and embedding. The
+//! server ends when the client is dropped:
+//!
+//! ```
+//! use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
+//! use capfs_wire::server::{ServerConfig, pair};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let workspace = tempfile::tempdir()?;
+//! let local = LocalFileSystem::new(Sandbox::new().with_root(workspace.path(), Access::ReadWrite)?);
+//! let root = local.sandbox().roots()[0].path().clone();
+//! let (fs, serving) = pair(std::sync::Arc::new(local), ServerConfig::default()).await?;
+//! fs.write_file(&root.join("a.txt")?, b"in memory".to_vec()).await?;
+//! assert_eq!(fs.read_file(&root.join("a.txt")?).await?, b"in memory");
+//! let escape = root.join("../outside")?;
+//! assert_eq!(fs.read_file(&escape).await.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied);
+//!
+//! drop(fs);
+//! serving.finished().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! [`ExecutorFileSystem`]: capfs::ExecutorFileSystem
 
 #![warn(missing_docs, unreachable_pub)]

@@ -5,12 +5,13 @@
 //!
 //! Every test takes `remote: bool` (or a [`Backend`]) and builds its environment with [`env`], so
 //! adding a `#[test_case(true ; "remote")]` line runs the same body against the remote backend,
-//! and `#[test_case(Backend::Relay ; "relay")]` through a relay.
+//! and `#[test_case(Backend::Relay ; "relay")]` through a relay. The servers behind them run in
+//! the test process (the library's own server, on TCP or an in-memory pair), not the binary:
+//! these tests are about what a client sees, and the binary's own flags and exits have tests of
+//! their own.
 
 // Each test binary uses a different subset of the helpers.
 #![allow(dead_code)]
-
-use crate::serve;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -49,10 +50,8 @@ pub struct TestEnv {
     pub inner_ro: AbsolutePathBuf,
     /// Host path of the canary tree.
     pub outside: PathBuf,
-    /// The `capfs serve` behind a remote backend, stopped with the environment.
-    _server: Option<serve::ServerProcess>,
-    /// The relay in front of it, for [`Backend::Relay`].
-    _relay: Option<InProcessServer>,
+    /// The server behind a remote backend, stopped with the environment.
+    _server: Option<InProcessServer>,
 }
 
 /// Which file system a test environment serves.
@@ -60,10 +59,12 @@ pub struct TestEnv {
 pub enum Backend {
     /// A `LocalFileSystem` in the test process.
     Local,
-    /// A `RemoteFileSystem` connected to a `capfs serve` process.
+    /// A `RemoteFileSystem` connected over TCP (`127.0.0.1:0`) to a capfs server in the test
+    /// process serving a `LocalFileSystem`.
     Remote,
-    /// A `RemoteFileSystem` connected to an in-process capfs server whose own file system is a
-    /// `RemoteFileSystem` connected to a `capfs serve` process: every call crosses two servers.
+    /// A `RemoteFileSystem` connected over TCP to an in-process capfs server whose own file
+    /// system is a `RemoteFileSystem` on an in-memory pair with a server of a
+    /// `LocalFileSystem`: every call crosses two servers and both transports.
     Relay,
 }
 
@@ -115,16 +116,24 @@ impl Drop for InProcessServer {
     }
 }
 
-/// Connects a remote backend to a new `capfs serve` with `args`.
+/// A `RemoteFileSystem` over TCP to a new in-process server of `fs`.
 async fn serve_remote(
-    args: Vec<std::ffi::OsString>,
-) -> (Arc<dyn ExecutorFileSystem>, serve::ServerProcess) {
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let server = serve::ServerProcess::start_with(&args, &[]).await;
-    let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
+    fs: Arc<dyn ExecutorFileSystem>,
+) -> (Arc<dyn ExecutorFileSystem>, InProcessServer) {
+    let server = InProcessServer::start(fs, Default::default()).await;
+    let client = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
         .await
-        .expect("connect to capfs serve");
-    (Arc::new(fs), server)
+        .expect("connect to the in-process server");
+    (Arc::new(client), server)
+}
+
+/// A `RemoteFileSystem` on an in-memory pair with a server of `fs`; the server ends when the
+/// client is dropped.
+async fn serve_paired(fs: Arc<dyn ExecutorFileSystem>) -> Arc<dyn ExecutorFileSystem> {
+    let (client, _serving) = capfs_wire::server::pair(fs, Default::default())
+        .await
+        .expect("pair a client with an in-process server");
+    Arc::new(client)
 }
 
 /// Builds a fresh environment with the default read limit.
@@ -155,44 +164,21 @@ pub async fn env_with_read_limit(backend: impl Into<Backend>, read_limit: u64) -
         .and_then(|s| s.with_root(base.join("ws/outer/inner_ro"), Access::ReadOnly))
         .expect("sandbox");
     let roots: Vec<AbsolutePathBuf> = sandbox.roots().iter().map(|r| r.path().clone()).collect();
-    let mut relay = None;
-    let (fs, server): (Arc<dyn ExecutorFileSystem>, _) = if backend != Backend::Local {
-        drop(sandbox);
-        let mut args: Vec<std::ffi::OsString> = Vec::new();
-        for (flag, root) in [
-            ("--root", "ws"),
-            ("--root", "ws2"),
-            ("--read-only", "ro"),
-            ("--read-only", "ws/outer/inner_ro"),
-        ] {
-            args.push(flag.into());
-            args.push(base.join(root).into());
-        }
-        args.push("--read-limit".into());
-        args.push(read_limit.to_string().into());
-        let (fs, server) = serve_remote(args).await;
-        if backend == Backend::Relay {
-            let front = InProcessServer::start(fs, Default::default()).await;
-            let client = RemoteFileSystem::connect(&front.url, RemoteOptions::default())
-                .await
-                .expect("connect to the relay");
-            relay = Some(front);
-            (
-                Arc::new(client) as Arc<dyn ExecutorFileSystem>,
-                Some(server),
-            )
-        } else {
+    let local: Arc<dyn ExecutorFileSystem> =
+        Arc::new(LocalFileSystem::with_read_limit(sandbox, read_limit));
+    let (fs, server) = match backend {
+        Backend::Local => (local, None),
+        Backend::Remote => {
+            let (fs, server) = serve_remote(local).await;
             (fs, Some(server))
         }
-    } else {
-        (
-            Arc::new(LocalFileSystem::with_read_limit(sandbox, read_limit)),
-            None,
-        )
+        Backend::Relay => {
+            let (fs, relay) = serve_remote(serve_paired(local).await).await;
+            (fs, Some(relay))
+        }
     };
     TestEnv {
         _server: server,
-        _relay: relay,
         _dir: dir,
         base,
         fs,
@@ -311,27 +297,14 @@ pub async fn fs_over(
 ) -> (Arc<dyn ExecutorFileSystem>, AbsolutePathBuf) {
     let sandbox = Sandbox::new().with_root(&root, access).expect("sandbox");
     let path = sandbox.roots()[0].path().clone();
+    let local: Arc<dyn ExecutorFileSystem> =
+        Arc::new(LocalFileSystem::with_read_limit(sandbox, read_limit));
     if remote {
-        let flag = match access {
-            Access::ReadWrite => "--root",
-            Access::ReadOnly => "--read-only",
-        };
-        let args = vec![
-            flag.into(),
-            root.as_ref().as_os_str().to_os_string(),
-            "--read-limit".into(),
-            read_limit.to_string().into(),
-        ];
-        let (fs, server) = serve_remote(args).await;
-        // The server lives as long as the test process: these file systems carry no handle to
-        // stop it, and `kill_on_drop` ends it when the process exits.
-        std::mem::forget(server);
-        return (fs, path);
+        // These file systems carry no handle to stop a server: on a pair, the server ends
+        // with its client.
+        return (serve_paired(local).await, path);
     }
-    (
-        Arc::new(LocalFileSystem::with_read_limit(sandbox, read_limit)),
-        path,
-    )
+    (local, path)
 }
 
 /// How long an operation that must not block may take.

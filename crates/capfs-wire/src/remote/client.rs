@@ -15,9 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
-use super::RemoteOptions;
+use super::common::{Reply, connection_lost, no_reply, timed_out};
+use super::options::RemoteOptions;
 use super::outgoing::{Outbound, write_out};
 use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id};
+use super::routes::{Routes, route};
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RootDescription,
@@ -26,29 +28,10 @@ use crate::protocol::{
 use crate::transport::shared::DirectSocket;
 use capfs::{AbsolutePathBuf, WriteOptions};
 
-/// A reply as it arrived: the whole message, which its caller decodes straight into the type
-/// it expects (no `serde_json::Value` in between).
-pub(super) type Reply = Bytes;
 /// Calls awaiting their response; `None` once the connection is gone.
 type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
 /// Streamed reads receiving data frames, by stream id.
 pub(super) type Downloads = Arc<Mutex<HashMap<u64, mpsc::Sender<Bytes>>>>;
-
-/// A call or stream that heard nothing from the server within `bound` (`call timeout`,
-/// `stream idle timeout`).
-pub(super) fn no_reply(what: &str, bound: &str, after: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("{what}: nothing from the server within the {bound} ({after:?})"),
-    )
-}
-
-pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("{what} timed out after {after:?}"),
-    )
-}
 
 /// Streamed writes at once per connection, well below the server's in-flight bound so that the
 /// server never has to refuse one.
@@ -84,7 +67,7 @@ pub(super) struct Client {
     /// The server reads ranges of files (`capfs/readFileRange`).
     pub(super) ranges: bool,
     /// The processes started through this connection, by id, where their notifications go.
-    pub(super) routes: super::processes::Routes,
+    pub(super) routes: Routes,
     /// What the server said of the processes it serves, when it serves them.
     pub(super) processes_info: Option<crate::protocol::process::ProcessesInfo>,
     /// The command carrying the connection, its process group killed when the client goes
@@ -114,13 +97,6 @@ impl Drop for Client {
     }
 }
 
-pub(super) fn connection_lost() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::BrokenPipe,
-        "connection to the capfs server was lost",
-    )
-}
-
 impl Client {
     /// Starts the reader and writer tasks on an open WebSocket and completes `initialize`.
     pub(super) async fn start<S>(
@@ -138,7 +114,7 @@ impl Client {
         tokio::spawn(write_out(sink, socket, out_rx));
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let downloads: Downloads = Arc::default();
-        let routes = super::processes::Routes::default();
+        let routes = Routes::default();
         let reader = tokio::spawn(read_replies(
             stream,
             Arc::clone(&pending),
@@ -327,12 +303,8 @@ impl Client {
 
 /// The reader task: hands each reply to the call waiting for it and each data frame to the
 /// streamed read it belongs to, until the connection ends; then every pending call fails.
-async fn read_replies<S>(
-    mut stream: S,
-    pending: Pending,
-    downloads: Downloads,
-    routes: super::processes::Routes,
-) where
+async fn read_replies<S>(mut stream: S, pending: Pending, downloads: Downloads, routes: Routes)
+where
     S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
 {
     let mut broken = None;
@@ -365,7 +337,7 @@ async fn read_replies<S>(
             _ => continue,
         };
         let Some(id) = reply_id(&bytes) else {
-            super::processes::route(&bytes, &routes).await;
+            route(&bytes, &routes).await;
             continue;
         };
         let waiter = pending

@@ -12,9 +12,10 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::stream::Mode;
 
-use super::RemoteFileSystem;
-use super::RemoteOptions;
-use super::client::{Client, CommandGroup, timed_out};
+use super::client::{Client, CommandGroup};
+use super::common::timed_out;
+use super::handle::RemoteFileSystem;
+use super::options::RemoteOptions;
 use crate::transport::shared::{DirectSocket, SharedSocket};
 
 /// The bounds on what the server sends: a frame or message longer than
@@ -238,15 +239,48 @@ impl RemoteFileSystem {
         let stdin = child.0.stdin.take().expect("stdin is piped");
         let stdout = child.0.stdout.take().expect("stdout is piped");
         let io = tokio::io::join(stdout, stdin);
+        Self::over_byte_stream(io, &options, Some(child))
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("`{command}`: {e}")))
+    }
+
+    /// Speaks the protocol over `io`, a byte stream whose other end is served by
+    /// [`serve_byte_stream`](crate::server::serve_byte_stream) (or `capfs serve --listen
+    /// stdio`): WebSocket frames without the HTTP upgrade, as [`connect_command`] sends them.
+    /// Data frames, when the server offers them, travel as WebSocket binary messages. The
+    /// connection ends when the file system (every clone of it, and its
+    /// [`RemoteProcesses`](crate::RemoteProcesses)) is dropped, which closes `io`.
+    ///
+    /// [`connect_command`]: Self::connect_command
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` when the other end does not complete `initialize` within `connect_timeout`;
+    /// `BrokenPipe` when `io` ends before.
+    pub async fn connect_byte_stream<S>(io: S, options: RemoteOptions) -> io::Result<Self>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::over_byte_stream(io, &options, None).await
+    }
+
+    /// WebSocket frames on `io` as they are, then `initialize`; `command` carries the
+    /// connection when there is one, and is killed with it.
+    async fn over_byte_stream<S>(
+        io: S,
+        options: &RemoteOptions,
+        command: Option<CommandGroup>,
+    ) -> io::Result<Self>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
             io,
             Role::Client,
-            Some(client_ws_config(&options)),
+            Some(client_ws_config(options)),
         )
         .await;
-        Self::start(ws, None, &options, Some(child))
-            .await
-            .map_err(|e| io::Error::new(e.kind(), format!("`{command}`: {e}")))
+        Self::start(ws, None, options, command).await
     }
 
     /// Starts the connection's tasks on an open WebSocket and completes `initialize`.

@@ -10,17 +10,19 @@
 //! the same WebSocket frames, there without the HTTP upgrade.
 
 mod client;
+mod common;
 mod connect;
+mod handle;
 mod narrow;
 mod options;
 mod outgoing;
 mod processes;
 mod range;
 mod reply;
+mod routes;
 mod stream;
 
 use std::io;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine;
@@ -30,9 +32,8 @@ use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD, CopyParams,
     CreateDirectoryParams, CreateSymlinkParams, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
     FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse,
-    ReadFileResponse, ReadLinkResponse, RemoveParams, RenameParams, RootDescription, WalkParams,
-    WalkResponse, WriteFileParams,
+    FS_RENAME_METHOD, GetMetadataResponse, PathParams, ReadDirectoryResponse, ReadFileResponse,
+    ReadLinkResponse, RemoveParams, RenameParams, RootDescription, WalkParams, WalkResponse,
 };
 use capfs::defaults::walk_by_listing;
 use capfs::{
@@ -40,70 +41,11 @@ use capfs::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
     WriteOptions,
 };
-use client::Client;
+pub use handle::RemoteFileSystem;
 pub use options::RemoteOptions;
 pub use processes::RemoteProcesses;
 use reply::Empty;
 use stream::STREAM_WRITE_THRESHOLD;
-
-/// An [`ExecutorFileSystem`] served by a remote `capfs serve`.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn run() -> std::io::Result<()> {
-/// use capfs::{AbsolutePathBuf, ExecutorFileSystem};
-/// use capfs_wire::{RemoteFileSystem, RemoteOptions};
-///
-/// let fs = RemoteFileSystem::connect("ws://127.0.0.1:4000", RemoteOptions::default()).await?;
-/// let data = fs.read_file(&AbsolutePathBuf::try_from("/ws/a.txt")?).await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug)]
-pub struct RemoteFileSystem {
-    client: Arc<Client>,
-}
-
-impl RemoteFileSystem {
-    /// True when the server offers capfs's data frames, so large files move without base64 and
-    /// without a bound on their size.
-    pub fn supports_data_frames(&self) -> bool {
-        self.client.data_frames
-    }
-
-    /// The sandbox roots the server announced in `initialize` (empty for a server that does
-    /// not announce them).
-    pub fn roots(&self) -> &[RootDescription] {
-        &self.client.roots
-    }
-
-    /// `fs/writeFile`, with the capfs params when the server takes them.
-    async fn write_inline(
-        &self,
-        path: &AbsolutePathBuf,
-        contents: Vec<u8>,
-        options: WriteOptions,
-    ) -> io::Result<()> {
-        let options = self.client.capfs_options(options);
-        let params = WriteFileParams {
-            path: path.clone(),
-            data_base64: STANDARD.encode(&contents),
-            mode: options.mode,
-            modified_at_ms: options.modified_at_ms,
-        };
-        let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
-        Ok(())
-    }
-
-    /// True when the connection is gone; every call then fails with `BrokenPipe`.
-    pub fn is_closed(&self) -> bool {
-        self.client
-            .pending
-            .lock()
-            .expect("pending map lock")
-            .is_none()
-    }
-}
 
 #[async_trait]
 impl ExecutorFileSystem for RemoteFileSystem {

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use super::RemoteFileSystem;
+use super::handle::RemoteFileSystem;
 use crate::protocol::{
     CAPFS_NARROW_ROOTS_METHOD, NarrowRootsParams, NarrowRootsResponse, RootDescription,
 };

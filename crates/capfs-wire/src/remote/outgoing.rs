@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::client::connection_lost;
+use super::common::connection_lost;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
 use crate::transport::ws::{Queued, SendDirect, start_frame, write_queued};

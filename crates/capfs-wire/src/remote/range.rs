@@ -6,7 +6,7 @@ use std::io;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use super::RemoteFileSystem;
+use super::handle::RemoteFileSystem;
 use crate::protocol::{CAPFS_READ_FILE_RANGE_METHOD, ReadFileResponse, ReadRangeParams};
 use capfs::AbsolutePathBuf;
 

@@ -10,7 +10,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
-use super::client::{Reply, connection_lost};
+use super::common::{Reply, connection_lost};
 use crate::protocol::{ErrorObject, ErrorResponse, Message, RequestId};
 
 /// What a server did when its connection ended in a WebSocket error that is its fault: a

@@ -7,8 +7,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use super::RemoteFileSystem;
-use super::client::{Downloads, connection_lost, no_reply};
+use super::client::Downloads;
+use super::common::{connection_lost, no_reply};
+use super::handle::RemoteFileSystem;
 use super::outgoing::{Frames, Outbound};
 use super::reply::finish;
 use crate::protocol::{

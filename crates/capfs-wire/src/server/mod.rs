@@ -13,7 +13,7 @@
 //! extension; `outgoing.rs` is the connection's writer, which on TCP reads and writes the data
 //! frames of local files itself; `audit.rs` writes one line per request; `config.rs` holds the
 //! limits; `threads.rs` runs connections on threads of their own, each with a `current_thread`
-//! runtime.
+//! runtime; `pair.rs` joins a byte-stream connection to a client in the same process.
 
 mod admission;
 mod audit;
@@ -29,6 +29,7 @@ mod listener;
 mod methods;
 mod narrow;
 mod outgoing;
+mod pair;
 mod parse;
 mod payload;
 mod process;
@@ -52,6 +53,7 @@ pub use config::{
 };
 pub use listener::Server;
 pub use methods::method_names;
+pub use pair::{ServingHandle, pair, pair_with_options};
 pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
