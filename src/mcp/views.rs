@@ -54,6 +54,12 @@ pub(crate) async fn configured(args: &McpArgs) -> Result<(Views, View), Failure>
         "give at least one directory: capfs mcp DIR... or --root DIR / --read-only DIR",
     )?;
     if !opener.is_local() {
+        // clap refuses it beside --remote; a server named by the environment must refuse it too.
+        if args.audit_log.is_some() {
+            return Err(Failure::usage(
+                "--audit-log is for local roots: a server writes its own (capfs serve --audit-log)",
+            ));
+        }
         let remote = opener.connect().await?;
         let (allowed, narrow_configured) = roots::remote_configured(&args.dirs, &remote)
             .await

@@ -187,6 +187,18 @@ async fn the_connect_timeout_bounds_a_server_that_never_answers() {
         let took = gives_up(&args, 1);
         assert!(took < bound, "{args:?} took {took:?}");
     }
+    // A server named by the environment is a server too: no local audit log beside it.
+    let out = client()
+        .args(["mcp", "--audit-log", "-"])
+        .env("CAPFS_REMOTE", &url)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--audit-log is for local roots"),
+        "{}",
+        describe(&out)
+    );
     // The client commands take the same flag from the same definition.
     let took = gives_up(
         &["--connect-timeout", "300ms", "--remote", &url, "ls", "/"],
