@@ -173,3 +173,110 @@ pub fn read_token(file: Option<&Path>) -> Result<Option<String>, Failure> {
         other => Ok(other),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    #[test]
+    fn mcp_takes_the_server_flags_of_the_client() {
+        let cli = parse(&[
+            "capfs",
+            "mcp",
+            "--remote",
+            "wss://h:1",
+            "--ca-file",
+            "/ca.pem",
+            "--connect-timeout",
+            "3s",
+            "--call-timeout",
+            "7s",
+            "--stream-idle-timeout",
+            "9s",
+            "--max-message-bytes",
+            "8M",
+            "/srv/ws",
+        ]);
+        let Command::Mcp(args) = cli.command else {
+            panic!("not mcp");
+        };
+        assert_eq!(args.server.remote.as_deref(), Some("wss://h:1"));
+        assert_eq!(args.connection.ca_file, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(args.connection.connect_timeout, Duration::from_secs(3));
+        assert_eq!(args.connection.call_timeout, Duration::from_secs(7));
+        assert_eq!(args.connection.stream_idle_timeout, Duration::from_secs(9));
+        assert_eq!(args.connection.max_message_bytes, 8 << 20);
+        assert_eq!(args.dirs, [PathBuf::from("/srv/ws")]);
+        // A server and local roots exclude each other for mcp as for the client.
+        for conflicting in [
+            &["capfs", "mcp", "--remote", "ws://h:1", "--root", "/a"][..],
+            &["capfs", "mcp", "--remote-command", "c", "--read-only", "/a"],
+            &["capfs", "--remote", "ws://h:1", "--root", "/a", "roots"],
+        ] {
+            assert!(Cli::try_parse_from(conflicting).is_err(), "{conflicting:?}");
+        }
+    }
+
+    #[test]
+    fn the_token_is_read_for_a_url_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "  \n").unwrap();
+        let token = empty.to_str().unwrap();
+        let cli = parse(&[
+            "capfs",
+            "--remote",
+            "ws://h:1",
+            "--token-file",
+            token,
+            "roots",
+        ]);
+        let refused = Opener::for_target(&cli.target).err().unwrap();
+        assert_eq!(refused.message, "the token is empty");
+        assert_eq!(refused.status, crate::fail::EXIT_USAGE);
+        // A command's server is reached through its pipes: the file is never read.
+        let cli = parse(&[
+            "capfs",
+            "--remote-command",
+            "c",
+            "--token-file",
+            token,
+            "roots",
+        ]);
+        let opener = Opener::for_target(&cli.target).unwrap();
+        assert!(!opener.is_local());
+        assert!(opener.local_roots().is_empty());
+    }
+
+    #[test]
+    fn local_roots_are_kept_only_without_a_server() {
+        let cli = parse(&["capfs", "--root", "/a", "--read-only", "/b", "roots"]);
+        let opener = Opener::for_target(&cli.target).unwrap();
+        assert!(opener.is_local());
+        assert_eq!(
+            opener.local_roots(),
+            [
+                (PathBuf::from("/a"), Access::ReadWrite),
+                (PathBuf::from("/b"), Access::ReadOnly)
+            ]
+        );
+        // mcp's directories beside a server are the server's paths, not roots here.
+        let Command::Mcp(args) = parse(&["capfs", "mcp", "--remote", "ws://h:1", "/srv"]).command
+        else {
+            panic!("not mcp");
+        };
+        let dirs = flag_roots(&args.dirs, &[]);
+        let opener = Opener::new(&args.server, &args.connection, dirs, "none").unwrap();
+        assert!(!opener.is_local());
+        assert!(opener.local_roots().is_empty());
+    }
+}
