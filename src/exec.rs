@@ -17,31 +17,10 @@ use capfs::process::{
 use capfs_wire::protocol::{RootAccess, RootDescription};
 use tokio::io::AsyncReadExt;
 
-use crate::args::Target;
-use crate::exec_flags::{ExecNetwork, parse_user};
+use crate::args::{ExecArgs, Target};
+use crate::exec_flags::ExecNetwork;
 use crate::fail::{self, Failure};
-use crate::transfer::Backend;
-
-/// What `capfs exec` runs, and how.
-#[derive(Clone, Debug, clap::Args)]
-pub struct ExecArgs {
-    /// Run the command on a terminal of its own (like `ssh -t`): this terminal is put in raw
-    /// mode, so Ctrl-C reaches the command as `^C`.
-    #[arg(short = 't', long)]
-    pub tty: bool,
-    /// The working directory, a sandbox path (default: the first read-write root).
-    #[arg(long, value_name = "DIR")]
-    pub cwd: Option<String>,
-    /// With --root: the unprivileged user (and group) the command runs as; required as root.
-    #[arg(long, value_name = "UID[:GID]", value_parser = parse_user)]
-    pub user: Option<(u32, u32)>,
-    /// With --root: what the command may reach on the network.
-    #[arg(long, value_enum, default_value = "none")]
-    pub network: ExecNetwork,
-    /// The command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<String>,
-}
+use crate::open::Opener;
 
 /// Puts the terminal on stdin in raw mode until dropped.
 struct RawMode(Option<rustix::termios::Termios>);
@@ -89,36 +68,34 @@ async fn processes(
     target: &Target,
     args: &ExecArgs,
 ) -> Result<(Arc<dyn ExecutorProcesses>, Vec<RootDescription>), Failure> {
-    let backend = crate::open_target(target).await?;
-    let roots = backend.served_roots();
-    let processes: Arc<dyn ExecutorProcesses> = match backend {
-        Backend::Remote(remote) => Arc::new(remote.processes().ok_or_else(|| {
-            Failure::plain("the server runs no commands (capfs serve --exec)", 1)
-        })?),
-        Backend::Local(_) => {
-            let mut policy = ProcessPolicy::default().with_network(match args.network {
-                ExecNetwork::None => Network::None,
-                ExecNetwork::Loopback => Network::Loopback,
-                ExecNetwork::All => Network::All,
-            });
-            if let Some((uid, gid)) = args.user {
-                policy = policy.with_run_as(uid, gid);
-            }
-            let sandbox = crate::build_sandbox(&target.root, &target.read_only)?;
-            let local = LocalProcesses::new(sandbox, policy).map_err(|e| {
-                let hint =
-                    if e.kind() == std::io::ErrorKind::PermissionDenied && args.user.is_none() {
-                        " (give one with --user UID[:GID])"
-                    } else {
-                        ""
-                    };
-                Failure::plain(
-                    format!("cannot run commands: {}{hint}", fail::reason(&e, "")),
-                    1,
-                )
-            })?;
-            Arc::new(local)
+    let opener = Opener::for_target(target)?;
+    let environment = opener.open().await?;
+    let roots = environment.file_system().served_roots();
+    let processes: Arc<dyn ExecutorProcesses> = if opener.is_local() {
+        let mut policy = ProcessPolicy::default().with_network(match args.network {
+            ExecNetwork::None => Network::None,
+            ExecNetwork::Loopback => Network::Loopback,
+            ExecNetwork::All => Network::All,
+        });
+        if let Some((uid, gid)) = args.user {
+            policy = policy.with_run_as(uid, gid);
         }
+        let local = LocalProcesses::new(opener.sandbox()?, policy).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && args.user.is_none() {
+                " (give one with --user UID[:GID])"
+            } else {
+                ""
+            };
+            Failure::plain(
+                format!("cannot run commands: {}{hint}", fail::reason(&e, "")),
+                1,
+            )
+        })?;
+        Arc::new(local)
+    } else {
+        environment
+            .processes()
+            .ok_or_else(|| Failure::plain("the server runs no commands (capfs serve --exec)", 1))?
     };
     Ok((processes, roots))
 }

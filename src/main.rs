@@ -3,18 +3,17 @@
 
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
 
 use capfs::{
-    AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
-    LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
+    AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, LocalFileSystem,
+    RemoveOptions, RenameOptions,
 };
 use capfs_wire::server::{self, AuditLog, Server, ServerConfig};
-use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
 mod args;
 mod destinations;
@@ -24,14 +23,16 @@ mod fail;
 mod listing;
 mod mcp;
 mod names;
+mod open;
+mod parse;
 mod paths;
 mod transfer;
 
-use args::{Cli, Command, Endpoint, ServeArgs, Shell, Target};
+use args::{Cli, Command, ServeArgs, Shell, Target};
 use destinations::{base_name, local_destinations, remote_destinations};
 use fail::{EXIT_INTERRUPTED, Failure};
+use open::Opener;
 use paths::Resolver;
-use transfer::Backend;
 
 fn main() -> ExitCode {
     // `--` ends the options and turns glob expansion off; clap swallows it, so look first.
@@ -74,9 +75,7 @@ fn main() -> ExitCode {
             return exec::run(&cli.target, args).await;
         }
         if let Command::Mcp(args) = cli.command {
-            return mcp::run(args)
-                .await
-                .map_err(|e| Failure::plain(format!("capfs mcp: {e}"), 1));
+            return mcp::run(args).await;
         }
         // Dropping the command's future on a signal removes its temporary files and ends a
         // remote command's process group.
@@ -139,72 +138,11 @@ fn man_page() -> ExitCode {
     }
 }
 
-fn read_token(file: Option<&Path>) -> Result<Option<String>, Failure> {
-    let token = match file {
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .map_err(|e| Failure::at("cannot read token file", &file.to_string_lossy(), &e))?,
-        ),
-        None => std::env::var("CAPFS_TOKEN").ok(),
-    };
-    match token.map(|t| t.trim().to_string()) {
-        Some(t) if t.is_empty() => Err(Failure::usage("the token is empty")),
-        other => Ok(other),
-    }
-}
-
-fn build_sandbox(root: &[PathBuf], read_only: &[PathBuf]) -> Result<Sandbox, Failure> {
-    let mut sandbox = Sandbox::new();
-    let dirs = root
-        .iter()
-        .map(|d| (d, Access::ReadWrite))
-        .chain(read_only.iter().map(|d| (d, Access::ReadOnly)));
-    for (dir, access) in dirs {
-        sandbox = sandbox
-            .with_root(dir, access)
-            .map_err(|e| Failure::at("cannot open root", &dir.to_string_lossy(), &e))?;
-    }
-    Ok(sandbox)
-}
-
-async fn open_target(target: &Target) -> Result<Backend, Failure> {
-    let endpoint = target.endpoint().map_err(Failure::usage)?;
-    let options = RemoteOptions {
-        connect_timeout: target.connect_timeout,
-        ..RemoteOptions::default()
-    }
-    .with_call_timeout(target.call_timeout)
-    .with_stream_idle_timeout(target.stream_idle_timeout)
-    .with_max_message_bytes(target.max_message_bytes);
-    match endpoint {
-        Endpoint::Command(command) => {
-            let remote = RemoteFileSystem::connect_command(&command, options)
-                .await
-                .map_err(|e| Failure::connection("cannot connect through --remote-command", &e))?;
-            Ok(Backend::Remote(remote))
-        }
-        Endpoint::Url(url) => {
-            let options = RemoteOptions {
-                token: read_token(target.token_file.as_deref())?,
-                ca_file: target.ca_file.clone(),
-                ..options
-            };
-            let remote = RemoteFileSystem::connect(&url, options)
-                .await
-                .map_err(|e| Failure::connection(&format!("cannot connect to {url}"), &e))?;
-            Ok(Backend::Remote(remote))
-        }
-        Endpoint::Local => {
-            let sandbox = build_sandbox(&target.root, &target.read_only)?;
-            Ok(Backend::Local(LocalFileSystem::new(sandbox)))
-        }
-    }
-}
-
 async fn client(target: Target, command: Command, globbing: bool) -> Result<(), Failure> {
-    let backend = open_target(&target).await?;
-    let resolver = Resolver::new(target.cd.as_deref(), paths::roots_of(&backend), globbing)?;
-    let fs: &dyn ExecutorFileSystem = &*backend;
+    let environment = Opener::for_target(&target)?.open().await?;
+    let fs = environment.file_system();
+    let fs: &dyn ExecutorFileSystem = fs.as_ref();
+    let resolver = Resolver::new(target.cd.as_deref(), paths::roots_of(fs), globbing)?;
     let expand_all = async |args: &[String]| -> Result<Vec<AbsolutePathBuf>, Failure> {
         let mut out = Vec::new();
         for arg in args {
@@ -239,7 +177,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                     files.extend(resolver.expand(fs, arg).await?.into_iter().map(Some));
                 }
             }
-            transfer::cat(&backend, &files).await
+            transfer::cat(fs, &files).await
         }
         Command::Get {
             transfer,
@@ -250,7 +188,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
             let targets = local_destinations(&names, &destination)?;
             let pairs: Vec<_> = sources.into_iter().zip(targets).collect();
-            transfer::get(&backend, &pairs, transfer).await
+            transfer::get(fs, &pairs, transfer).await
         }
         Command::Put {
             transfer,
@@ -265,7 +203,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             }
             let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
             let pairs: Vec<_> = sources.into_iter().zip(targets).collect();
-            transfer::put(&backend, &pairs, transfer).await
+            transfer::put(fs, &pairs, transfer).await
         }
         Command::Cp {
             recursive,
@@ -344,16 +282,17 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
-    let token = read_token(args.token_file.as_deref())?;
+    let token = open::read_token(args.token_file.as_deref())?;
     let stdio = args.listen == "stdio";
     let listen = if stdio {
         ServerConfig::default().listen
     } else {
-        server::parse_listen_url(&args.listen)
+        parse::parse_listen_url(&args.listen)
             .map_err(|e| Failure::usage(format!("--listen: {}", fail::reason(&e, ""))))?
     };
-    let sandbox = build_sandbox(&args.root, &args.read_only)?;
-    let roots: Vec<_> = sandbox
+    let roots = open::flag_roots(&args.root, &args.read_only);
+    let sandbox = open::sandbox(&roots)?;
+    let served: Vec<_> = sandbox
         .roots()
         .iter()
         .map(|root| (root.path().clone(), root.access()))
@@ -396,10 +335,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?;
         config.audit = Some(audit);
     }
-    config.processes = args
-        .exec
-        .processes(build_sandbox(&args.root, &args.read_only)?)?;
-    for (root, access) in &roots {
+    config.processes = args.exec.processes(open::sandbox(&roots)?)?;
+    for (root, access) in &served {
         tracing::info!(root = %root, access = ?access, "sandbox root");
     }
     if stdio {

@@ -1,11 +1,10 @@
 //! Sandbox paths as the user types them: relative ones resolved against `--cd` or the only
 //! root, glob patterns expanded against directory listings.
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, RootAccess};
 
 use crate::fail::{EXIT_NOT_FOUND, Failure};
 use crate::names::quote;
-use crate::transfer::Backend;
 
 /// A sandbox root as the client knows it.
 #[derive(Clone, Debug)]
@@ -14,27 +13,15 @@ pub struct RootInfo {
     pub read_only: bool,
 }
 
-/// The roots of `backend`: a local sandbox's, or those the server announced.
-pub fn roots_of(backend: &Backend) -> Vec<RootInfo> {
-    match backend {
-        Backend::Local(fs) => fs
-            .sandbox()
-            .roots()
-            .iter()
-            .map(|r| RootInfo {
-                path: r.path().clone(),
-                read_only: r.access() == capfs::Access::ReadOnly,
-            })
-            .collect(),
-        Backend::Remote(fs) => fs
-            .roots()
-            .iter()
-            .map(|r| RootInfo {
-                path: r.path.clone(),
-                read_only: r.access == capfs_wire::protocol::RootAccess::ReadOnly,
-            })
-            .collect(),
-    }
+/// The roots `fs` serves: a local sandbox's, or those the server announced.
+pub fn roots_of(fs: &dyn ExecutorFileSystem) -> Vec<RootInfo> {
+    fs.served_roots()
+        .into_iter()
+        .map(|r| RootInfo {
+            path: r.path,
+            read_only: r.access == RootAccess::ReadOnly,
+        })
+        .collect()
 }
 
 /// Turns arguments into sandbox paths.

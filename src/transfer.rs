@@ -15,10 +15,8 @@ use std::time::{Duration, Instant};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 
 use capfs::{
-    AbsolutePathBuf, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, LocalFileSystem,
-    WriteOptions,
+    AbsolutePathBuf, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, WriteOptions,
 };
-use capfs_wire::RemoteFileSystem;
 
 mod local;
 mod tree;
@@ -29,23 +27,6 @@ use tree::{Node, local_tree, remote_tree, totals};
 use crate::args::TransferArgs;
 use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
 use crate::names::{quote, sanitize};
-
-/// The file system the client subcommands work on.
-pub enum Backend {
-    Local(LocalFileSystem),
-    Remote(RemoteFileSystem),
-}
-
-impl std::ops::Deref for Backend {
-    type Target = dyn ExecutorFileSystem;
-
-    fn deref(&self) -> &Self::Target {
-        match self {
-            Backend::Local(fs) => fs,
-            Backend::Remote(fs) => fs,
-        }
-    }
-}
 
 /// The progress display and the counters behind the summary line.
 pub struct Progress {
@@ -131,7 +112,7 @@ impl Progress {
 
 /// One file from the sandbox to a local destination; returns the bytes copied.
 async fn get_file(
-    fs: &Backend,
+    fs: &dyn ExecutorFileSystem,
     source: &AbsolutePathBuf,
     metadata: &FileMetadata,
     destination: &Path,
@@ -202,7 +183,7 @@ fn local_write_failure(err: &io::Error, local: &str) -> Failure {
 
 /// One local file to a sandbox path; returns the bytes copied.
 async fn put_file(
-    fs: &Backend,
+    fs: &dyn ExecutorFileSystem,
     source: &Path,
     destination: &AbsolutePathBuf,
     options: TransferArgs,
@@ -237,7 +218,10 @@ async fn put_file(
 }
 
 /// `cat`: each sandbox file to stdout, in order; `-` copies stdin.
-pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), Failure> {
+pub async fn cat(
+    fs: &dyn ExecutorFileSystem,
+    paths: &[Option<AbsolutePathBuf>],
+) -> Result<(), Failure> {
     for path in paths {
         let mut out = Direct::new(io::stdout());
         let (result, shown) = match path {
@@ -261,7 +245,7 @@ pub async fn cat(fs: &Backend, paths: &[Option<AbsolutePathBuf>]) -> Result<(), 
 
 /// One `get` source, a file or (with `-r`) a tree, to `destination`, which is the final name.
 pub async fn get(
-    fs: &Backend,
+    fs: &dyn ExecutorFileSystem,
     sources: &[(AbsolutePathBuf, PathBuf)],
     options: TransferArgs,
 ) -> Result<(), Failure> {
@@ -366,7 +350,7 @@ pub async fn get(
 
 /// `put`: each local source, a file or (with `-r`) a tree, to its sandbox name.
 pub async fn put(
-    fs: &Backend,
+    fs: &dyn ExecutorFileSystem,
     sources: &[(PathBuf, AbsolutePathBuf)],
     options: TransferArgs,
 ) -> Result<(), Failure> {

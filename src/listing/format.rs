@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::Entry;
+use super::entry::Entry;
 use crate::names::escape;
 
 pub(super) fn print_entries(

@@ -5,8 +5,8 @@ use rmcp::model::ContentBlock;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::call::{Output, PathArgs, ToolResult, Tools, at_path};
 use super::glob;
-use super::ops::{Output, ToolResult, Tools, at_path};
 use super::text;
 use capfs::{ReadDirectoryEntry, WalkEntry, WalkOptions};
 use futures_util::future::join_all;
@@ -15,11 +15,6 @@ use futures_util::future::join_all;
 pub(crate) const TREE_MAX_DEPTH: usize = 128;
 /// Most entries `search_files` and `directory_tree` return.
 pub(crate) const TREE_MAX_ENTRIES: usize = 100_000;
-
-#[derive(Deserialize)]
-pub(super) struct PathArgs {
-    pub(super) path: String,
-}
 
 #[derive(Deserialize, Default, PartialEq)]
 #[serde(rename_all = "lowercase")]

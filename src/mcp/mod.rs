@@ -5,6 +5,7 @@
 
 mod audit;
 mod bounded;
+mod call;
 mod glob;
 mod listing;
 mod ops;
@@ -12,13 +13,12 @@ mod reads;
 mod roots;
 mod text;
 mod tools;
+mod views;
 mod wire;
 
 use std::io;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use clap::Args;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -29,53 +29,17 @@ use rmcp::{ErrorData as McpError, ServiceExt};
 
 use capfs::AbsolutePathBuf;
 
-use roots::{Allowed, Backend, Connector, View};
+use crate::args::McpArgs;
+use crate::fail::Failure;
+use roots::{Allowed, View};
+use views::Views;
 
 /// Bytes of a reply line beside its result: `{"jsonrpc":"2.0","id":...,"result":...}`.
 const REPLY_ENVELOPE: usize = 1024;
 
-/// The default largest file the read tools return: 64 MiB.
-const MCP_READ_LIMIT: u64 = 64 * 1024 * 1024;
-
-/// Arguments of `capfs mcp`.
-#[derive(Args)]
-pub(crate) struct McpArgs {
-    /// Read-write directories, as the reference server takes them (`capfs mcp DIR...`), each a
-    /// root of its own; with --remote/--remote-command, directories on the server, each opened
-    /// there as a root of its own (default: all the server's roots).
-    #[arg(value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-    /// A read-write sandbox root (repeatable), as a DIR argument.
-    #[arg(long, value_name = "DIR")]
-    pub root: Vec<PathBuf>,
-    /// A read-only sandbox root (repeatable): the mutating tools refuse it.
-    #[arg(long = "read-only", value_name = "DIR")]
-    pub read_only: Vec<PathBuf>,
-    /// Serve the tools on the files of a capfs server (ws://HOST:PORT or wss://HOST:PORT).
-    #[arg(long, value_name = "URL", conflicts_with_all = ["root", "read_only", "remote_command"])]
-    pub remote: Option<String>,
-    /// Serve the tools on the files of a capfs server reached through a command (run with
-    /// `sh -c`), such as "ssh host capfs serve --listen stdio --root /srv/ws".
-    #[arg(long, value_name = "CMD", conflicts_with_all = ["root", "read_only"])]
-    pub remote_command: Option<String>,
-    /// A file holding the bearer token for --remote (else the CAPFS_TOKEN environment
-    /// variable).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    /// Append one JSON line per file system call to FILE (`-` for stderr), as `serve` does
-    /// (local roots; a server writes its own).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["remote", "remote_command"])]
-    pub audit_log: Option<PathBuf>,
-    /// Largest file a read tool returns, in bytes (local roots; a server applies its own).
-    /// Every reply is also held to 8 MiB (what MCP clients read in one message), which bounds
-    /// reads further: about 4 MiB of text, 3 MiB of media.
-    #[arg(long, default_value_t = MCP_READ_LIMIT)]
-    pub read_limit: u64,
-}
-
-/// The MCP server: the backend, the configured directories and the view in force.
+/// The MCP server: how its views are made, the configured directories and the view in force.
 pub(crate) struct McpServer {
-    backend: Backend,
+    views: Views,
     /// The directories capfs was started with; client roots can only narrow them.
     configured: Vec<Allowed>,
     /// The configured view: every view is made from its handles.
@@ -85,9 +49,9 @@ pub(crate) struct McpServer {
 }
 
 impl McpServer {
-    pub(crate) fn new(backend: Backend, base: View) -> Self {
+    pub(crate) fn new(views: Views, base: View) -> Self {
         Self {
-            backend,
+            views,
             configured: base.allowed.clone(),
             view: RwLock::new(base.clone()),
             base,
@@ -163,7 +127,7 @@ impl McpServer {
         {
             self.base.clone()
         } else {
-            match self.backend.narrow(&self.configured, dirs).await {
+            match self.views.narrow(&self.configured, dirs).await {
                 Ok(view) => view,
                 Err(e) => View {
                     fs: Arc::clone(&self.base.fs),
@@ -206,7 +170,7 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, McpError> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let view = self.view();
-        let tool = ops::Tools {
+        let tool = call::Tools {
             fs: view.fs.as_ref(),
             allowed: view.allowed.clone(),
             none_because: view.none_because.clone(),
@@ -217,8 +181,8 @@ impl ServerHandler for McpServer {
             .and_then(|p| p.as_str())
             .map(str::to_string);
         let result = match tool.call(&request.name, arguments).await {
-            Ok(ops::Output::Text(text)) => text_result(text),
-            Ok(ops::Output::Blocks { blocks, structured }) => {
+            Ok(call::Output::Text(text)) => text_result(text),
+            Ok(call::Output::Blocks { blocks, structured }) => {
                 let mut result = CallToolResult::success(blocks);
                 result.structured_content = Some(structured);
                 result
@@ -284,96 +248,22 @@ pub(crate) async fn serve(server: McpServer) -> io::Result<()> {
         .map_err(|e| io::Error::other(format!("mcp writer failed: {e}")))?
 }
 
-fn read_token(file: Option<&std::path::Path>) -> io::Result<Option<String>> {
-    let token = match file {
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?,
-        ),
-        None => std::env::var("CAPFS_TOKEN").ok(),
-    };
-    match token.map(|t| t.trim().to_string()) {
-        Some(t) if t.is_empty() => Err(roots::invalid("the token is empty")),
-        other => Ok(other),
-    }
-}
-
-/// Runs `capfs mcp`: opens the backend, then serves the tools on stdin/stdout.
+/// Runs `capfs mcp`: opens the file system, then serves the tools on stdin/stdout.
 ///
 /// # Errors
 ///
 /// Bad arguments, an unreachable server, a directory that cannot be opened (or that the
-/// server cannot open as a root of its own), a failed transport.
-pub(crate) async fn run(args: McpArgs) -> io::Result<()> {
-    let connector = if let Some(command) = &args.remote_command {
-        Some(Connector::Command(command.clone()))
-    } else if let Some(url) = &args.remote {
-        let options = capfs_wire::RemoteOptions {
-            token: read_token(args.token_file.as_deref())?,
-            ..capfs_wire::RemoteOptions::default()
-        };
-        Some(Connector::Url(url.clone(), options))
-    } else {
-        None
-    };
-    let (backend, base) = match connector {
-        Some(connector) => {
-            let remote = connector.connect().await?;
-            let (allowed, narrow_configured) =
-                roots::remote_configured(&args.dirs, &remote).await?;
-            let base = View {
-                fs: Arc::new(remote),
-                allowed,
-                none_because: None,
-            };
-            let backend = Backend::Remote {
-                connector,
-                narrow_configured,
-            };
-            (backend, base)
-        }
-        None => {
-            let dirs: Vec<(PathBuf, bool)> = args
-                .dirs
-                .iter()
-                .chain(&args.root)
-                .map(|d| (d.clone(), false))
-                .chain(args.read_only.iter().map(|d| (d.clone(), true)))
-                .collect();
-            if dirs.is_empty() {
-                return Err(roots::invalid(
-                    "give at least one directory: capfs mcp DIR... or --root DIR / --read-only DIR",
-                ));
-            }
-            let allowed = roots::resolve_configured(&dirs)?;
-            let mut sandbox = capfs::Sandbox::new();
-            for a in &allowed {
-                let access = if a.read_only {
-                    capfs::Access::ReadOnly
-                } else {
-                    capfs::Access::ReadWrite
-                };
-                sandbox = sandbox.with_root(a.path.as_path(), access)?;
-            }
-            let local = capfs::LocalFileSystem::with_read_limit(sandbox, args.read_limit);
-            let audit = match &args.audit_log {
-                Some(path) => Some(capfs_wire::server::AuditLog::open(path)?),
-                None => None,
-            };
-            let backend = Backend::Local {
-                base: local.clone(),
-                audit,
-            };
-            let base = View {
-                fs: backend.wrap(Arc::new(local)),
-                allowed,
-                none_because: None,
-            };
-            (backend, base)
-        }
-    };
+/// server cannot open as a root of its own), a failed transport; each message starts with
+/// `capfs mcp:`.
+pub(crate) async fn run(args: McpArgs) -> Result<(), Failure> {
+    let failed = |message: String| Failure::plain(format!("capfs mcp: {message}"), 1);
+    let (views, base) = views::configured(&args)
+        .await
+        .map_err(|f| failed(f.message))?;
     for a in &base.allowed {
         tracing::info!(root = %a.path, read_only = a.read_only, aliases = ?a.aliases.iter().map(ToString::to_string).collect::<Vec<_>>(), "allowed directory");
     }
-    serve(McpServer::new(backend, base)).await
+    serve(McpServer::new(views, base))
+        .await
+        .map_err(|e| failed(e.to_string()))
 }

@@ -9,8 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::bounded::{self, Stop};
-use super::listing::PathArgs;
-use super::ops::{Output, ToolResult, Tools, at_path};
+use super::call::{Output, PathArgs, ToolResult, Tools, at_path};
 use super::text;
 use capfs::AbsolutePathBuf;
 

@@ -7,12 +7,9 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, LocalFileSystem};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 use capfs_wire::RemoteFileSystem;
 use capfs_wire::protocol::{RootAccess, RootDescription};
-use capfs_wire::server::AuditLog;
-
-use super::audit::Audited;
 
 /// A directory the tools may reach.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +23,7 @@ pub(crate) struct Allowed {
 }
 
 impl Allowed {
-    fn from_root(root: &RootDescription, asked: &AbsolutePathBuf) -> Self {
+    pub(crate) fn from_root(root: &RootDescription, asked: &AbsolutePathBuf) -> Self {
         let aliases = if *asked == root.path {
             Vec::new()
         } else {
@@ -39,7 +36,7 @@ impl Allowed {
         }
     }
 
-    fn description(&self) -> RootDescription {
+    pub(crate) fn description(&self) -> RootDescription {
         RootDescription {
             path: self.path.clone(),
             access: if self.read_only {
@@ -89,122 +86,6 @@ pub(crate) struct View {
     pub allowed: Vec<Allowed>,
     /// Why no directory is allowed, when none is.
     pub none_because: Option<String>,
-}
-
-/// How to reach a capfs server again, for a view of its own.
-pub(crate) enum Connector {
-    Command(String),
-    Url(String, capfs_wire::RemoteOptions),
-}
-
-impl Connector {
-    pub(crate) async fn connect(&self) -> io::Result<RemoteFileSystem> {
-        match self {
-            Self::Command(command) => {
-                RemoteFileSystem::connect_command(command, capfs_wire::RemoteOptions::default())
-                    .await
-            }
-            Self::Url(url, options) => RemoteFileSystem::connect(url, options.clone()).await,
-        }
-    }
-}
-
-/// Where the files are.
-pub(crate) enum Backend {
-    /// The local sandbox of the configured directories, audited when asked.
-    Local {
-        base: LocalFileSystem,
-        audit: Option<AuditLog>,
-    },
-    /// A capfs server: every view is a connection of its own, narrowed on the server.
-    Remote {
-        connector: Connector,
-        /// The configured directories need narrowing the server's roots (they are not all
-        /// exactly roots of the server).
-        narrow_configured: bool,
-    },
-}
-
-impl Backend {
-    pub(crate) fn wrap(&self, fs: Arc<dyn ExecutorFileSystem>) -> Arc<dyn ExecutorFileSystem> {
-        match self {
-            Self::Local {
-                audit: Some(log), ..
-            } => Arc::new(Audited {
-                inner: fs,
-                log: log.clone(),
-            }),
-            _ => fs,
-        }
-    }
-
-    /// The view of `dirs` (each inside one of `configured`): opened as roots of their own on
-    /// the configured view's handles. Directories that cannot be opened are left out with a
-    /// log line.
-    pub(crate) async fn narrow(
-        &self,
-        configured: &[Allowed],
-        dirs: Vec<(AbsolutePathBuf, bool)>,
-    ) -> io::Result<View> {
-        let wanted: Vec<RootDescription> = dirs
-            .iter()
-            .map(|(path, read_only)| RootDescription {
-                path: path.clone(),
-                access: if *read_only {
-                    RootAccess::ReadOnly
-                } else {
-                    RootAccess::ReadWrite
-                },
-            })
-            .collect();
-        let (fs, results): (
-            Arc<dyn ExecutorFileSystem>,
-            Vec<io::Result<RootDescription>>,
-        ) = match self {
-            Self::Local { base, .. } => {
-                let narrowed = base.narrowed(&wanted).await?;
-                (self.wrap(narrowed.fs), narrowed.roots)
-            }
-            Self::Remote {
-                connector,
-                narrow_configured,
-            } => {
-                let remote = connector.connect().await?;
-                if *narrow_configured {
-                    let first: Vec<RootDescription> =
-                        configured.iter().map(Allowed::description).collect();
-                    for result in remote.narrow_connection(&first).await? {
-                        result?;
-                    }
-                }
-                let results = remote.narrow_connection(&wanted).await?;
-                (Arc::new(remote), results)
-            }
-        };
-        let mut allowed: Vec<Allowed> = Vec::new();
-        for ((asked, _), result) in dirs.iter().zip(results) {
-            match result {
-                Ok(root) => {
-                    let new = Allowed::from_root(&root, asked);
-                    match allowed.iter_mut().find(|a| a.path == new.path) {
-                        Some(known) => known.aliases.extend(new.aliases),
-                        None => allowed.push(new),
-                    }
-                }
-                Err(e) => tracing::warn!("ignoring the client root {asked}: {e}"),
-            }
-        }
-        let none_because = allowed.is_empty().then(|| {
-            "no allowed directories: none of the client's roots could be opened inside the \
-             configured directories"
-                .to_string()
-        });
-        Ok(View {
-            fs,
-            allowed,
-            none_because,
-        })
-    }
 }
 
 /// The path a client root's URI names: `file:///p` or `file://localhost/p`, percent-decoded.

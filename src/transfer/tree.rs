@@ -7,9 +7,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use capfs::{AbsolutePathBuf, FileMetadata};
+use capfs::{AbsolutePathBuf, ExecutorFileSystem, FileMetadata};
 
-use super::Backend;
 use crate::fail::{EXIT_FAILURE, Failure};
 use crate::names::{escape, quote};
 
@@ -40,7 +39,7 @@ pub(super) enum Node {
 /// The sandbox tree under `top`, parents before children; specials are warned about and left
 /// out.
 pub(super) async fn remote_tree(
-    fs: &Backend,
+    fs: &dyn ExecutorFileSystem,
     top: &AbsolutePathBuf,
     top_mode: u32,
     warnings: &mut Vec<String>,

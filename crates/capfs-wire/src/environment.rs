@@ -15,13 +15,16 @@ pub struct Environment {
     processes: Option<Arc<dyn ExecutorProcesses>>,
 }
 
-fn remote_parts(remote: RemoteFileSystem) -> Environment {
-    let processes = remote
-        .processes()
-        .map(|p| Arc::new(p) as Arc<dyn ExecutorProcesses>);
-    Environment {
-        file_system: Arc::new(remote),
-        processes,
+/// A connection's file system, with the server's processes when it serves them.
+impl From<RemoteFileSystem> for Environment {
+    fn from(remote: RemoteFileSystem) -> Self {
+        let processes = remote
+            .processes()
+            .map(|p| Arc::new(p) as Arc<dyn ExecutorProcesses>);
+        Self {
+            file_system: Arc::new(remote),
+            processes,
+        }
     }
 }
 
@@ -48,7 +51,7 @@ impl Environment {
     ///
     /// Whatever [`RemoteFileSystem::connect`] returns.
     pub async fn remote(url: &str, options: RemoteOptions) -> io::Result<Self> {
-        Ok(remote_parts(RemoteFileSystem::connect(url, options).await?))
+        Ok(RemoteFileSystem::connect(url, options).await?.into())
     }
 
     /// A remote file system served by `capfs serve --listen stdio` run by `command` (through
@@ -58,9 +61,9 @@ impl Environment {
     ///
     /// Whatever [`RemoteFileSystem::connect_command`] returns.
     pub async fn remote_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
-        Ok(remote_parts(
-            RemoteFileSystem::connect_command(command, options).await?,
-        ))
+        Ok(RemoteFileSystem::connect_command(command, options)
+            .await?
+            .into())
     }
 
     /// The processes commands run as, when there are: a remote server's when it serves them

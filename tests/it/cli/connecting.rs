@@ -162,7 +162,7 @@ async fn a_remote_command_times_out_and_its_whole_process_group_ends() {
 /// A TLS-terminating proxy in front of `upstream` (a `capfs serve` URL) on 127.0.0.1 port 0,
 /// with a certificate for 127.0.0.1 from a new certificate authority. Returns the proxy's
 /// port and the authority's certificate (PEM).
-async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::JoinHandle<()>) {
+pub(super) async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::JoinHandle<()>) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();

@@ -13,6 +13,7 @@ use crate::serve::{ServerProcess, WAIT};
 
 mod commands;
 mod connecting;
+mod mcp_server;
 mod transfer;
 mod trees;
 

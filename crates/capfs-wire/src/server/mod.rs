@@ -30,7 +30,6 @@ mod methods;
 mod narrow;
 mod outgoing;
 mod pair;
-mod parse;
 mod payload;
 mod process;
 mod reply;
@@ -54,7 +53,6 @@ pub use config::{
 pub use listener::Server;
 pub use methods::method_names;
 pub use pair::{ServingHandle, pair, pair_with_options};
-pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets; not a stable API.
 #[doc(hidden)]

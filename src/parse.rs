@@ -1,11 +1,12 @@
-//! The parsers for the sizes, durations and listen URLs `capfs serve` takes on its command
-//! line.
+//! The parsers for the sizes, durations and listen URLs the command line takes.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::config::invalid_config;
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
 
 /// Parses a size in bytes: a whole number, optionally followed by a binary unit `K`, `M`, `G`
 /// or `T` (also written `KB`/`KiB` and so on, any case; each is a power of 1024) or `B`.
@@ -15,20 +16,9 @@ use super::config::invalid_config;
 ///
 /// `InvalidInput` for anything else (empty, negative, fractional, an unknown unit) and for a
 /// size that does not fit in 64 bits.
-///
-/// # Examples
-///
-/// ```
-/// use capfs_wire::server::parse_size;
-///
-/// assert_eq!(parse_size("512K").unwrap(), 512 * 1024);
-/// assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-/// assert_eq!(parse_size("100").unwrap(), 100);
-/// assert!(parse_size("1.5G").is_err());
-/// ```
 pub fn parse_size(text: &str) -> io::Result<u64> {
     let bad = || {
-        invalid_config(format!(
+        invalid(format!(
             "{text}: not a size: expected bytes with an optional K, M, G or T suffix, like 64M"
         ))
     };
@@ -58,24 +48,13 @@ pub fn parse_size(text: &str) -> io::Result<u64> {
 /// # Errors
 ///
 /// `InvalidInput` for anything else.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use capfs_wire::server::parse_duration;
-///
-/// assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
-/// assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-/// assert!(parse_duration("soon").is_err());
-/// ```
 pub fn parse_duration(text: &str) -> io::Result<Duration> {
     let trimmed = text.trim();
     if let Ok(seconds) = trimmed.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
     let bad = || {
-        invalid_config(format!(
+        invalid(format!(
             "{text}: not a duration: expected seconds or a number with a unit, like 500ms or 10s"
         ))
     };
@@ -99,6 +78,33 @@ pub fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let rest = rest.replacen("localhost:", "127.0.0.1:", 1);
     rest.parse().map_err(|_| bad())
+}
+
+/// A size flag's value, for clap.
+pub fn size(text: &str) -> Result<u64, String> {
+    parse_size(text).map_err(|e| e.to_string())
+}
+
+/// A duration flag's value, for clap.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// A client timeout: a duration that is not zero.
+pub fn timeout(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        Duration::ZERO => Err("must be more than 0".to_string()),
+        timeout => Ok(timeout),
+    }
+}
+
+/// The client's message limit: from 4 KiB (an `initialize` reply fits) to 4 GiB.
+pub fn message_size(text: &str) -> Result<usize, String> {
+    let size = size(text)?;
+    if !(4 << 10..=4 << 30).contains(&size) {
+        return Err("must be from 4K to 4G".to_string());
+    }
+    usize::try_from(size).map_err(|_| "too large for this machine".to_string())
 }
 
 #[cfg(test)]
@@ -154,6 +160,26 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn sizes_and_durations_as_documented() {
+        assert_eq!(parse_size("512K").unwrap(), 512 * 1024);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("1.5G").is_err());
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn client_limits_refuse_zero_and_the_extremes() {
+        assert_eq!(timeout("2s"), Ok(Duration::from_secs(2)));
+        assert!(timeout("0").is_err());
+        assert_eq!(message_size("4K"), Ok(4096));
+        assert!(message_size("1K").is_err());
+        assert!(message_size("5G").is_err());
     }
 
     #[test]
