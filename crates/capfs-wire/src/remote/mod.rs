@@ -18,6 +18,7 @@ mod processes;
 mod range;
 mod reply;
 mod stream;
+mod walk;
 
 use std::io;
 use std::sync::Arc;
@@ -315,7 +316,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
         {
             return Err(invalid_name(path, &bad.path));
         }
-        Ok(response.into())
+        let mut walk = response.into();
+        walk::complete(self, path, &mut walk, options).await?;
+        Ok(walk)
     }
 }
 

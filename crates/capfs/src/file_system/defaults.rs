@@ -9,8 +9,9 @@ use super::{ExecutorFileSystem, FileSystemResult};
 use crate::path::AbsolutePathBuf;
 use crate::walk::{Walk, WalkEntry, WalkFilter, WalkOptions, walk_child};
 
-/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed and one
-/// `get_metadata` per file when sizes are asked for.
+/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed, one
+/// `get_metadata` per file when sizes are asked for (per entry but links when metadata is), and
+/// one `read_link` per link when link text is.
 pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
     fs: &F,
     path: &AbsolutePathBuf,
@@ -44,18 +45,11 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
         let child = dir.join(&entry.file_name)?;
         let depth = *depth;
         if filter.selects(&rel) {
-            let size = if options.sizes && entry.is_file {
-                fs.get_metadata(&child).await.map_or(0, |m| m.size)
-            } else {
-                0
-            };
-            let found = WalkEntry {
-                path: rel.clone(),
-                is_directory: entry.is_directory,
-                is_file: entry.is_file,
-                is_symlink: entry.is_symlink,
-                size,
-            };
+            let mut found = WalkEntry::new(rel.clone());
+            found.is_directory = entry.is_directory;
+            found.is_file = entry.is_file;
+            found.is_symlink = entry.is_symlink;
+            fill(fs, &child, &mut found, options).await;
             if !walk.push(found, max_entries, &mut bytes) {
                 break;
             }
@@ -72,6 +66,32 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
         }
     }
     Ok(walk)
+}
+
+/// Fills in what `options` asks of `entry` beyond its type: each call that fails leaves its
+/// part unknown (0 or None), as the entry may be gone since it was listed. A symlink's
+/// metadata is never asked for: `get_metadata` would describe what it leads to.
+pub async fn fill<F: ExecutorFileSystem + ?Sized>(
+    fs: &F,
+    path: &AbsolutePathBuf,
+    entry: &mut WalkEntry,
+    options: &WalkOptions,
+) {
+    let wants_size = options.sizes && entry.is_file;
+    let wants_metadata = options.metadata && !entry.is_symlink;
+    if wants_size || wants_metadata {
+        let metadata = fs.get_metadata(path).await.ok();
+        if wants_size {
+            entry.size = metadata.as_ref().map_or(0, |m| m.size);
+        }
+        if wants_metadata && let Some(m) = metadata {
+            entry.mode = Some(m.mode);
+            entry.modified_at_ms = Some(m.modified_at_ms);
+        }
+    }
+    if options.link_targets && entry.is_symlink {
+        entry.link_target = fs.read_link(path).await.ok();
+    }
 }
 
 /// The default [`ExecutorFileSystem::read_file_range`]: the file streamed, only the range kept.
