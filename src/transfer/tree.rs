@@ -179,7 +179,8 @@ async fn walk_once(
 }
 
 /// A file's metadata from its walk entry; from `get_metadata` when the walk could not tell
-/// its mode.
+/// its mode. Built field by field: no literal, so that fields the library adds need no change.
+#[allow(clippy::field_reassign_with_default)]
 async fn file_metadata(
     fs: &Backend,
     path: &AbsolutePathBuf,
