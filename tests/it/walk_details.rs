@@ -170,3 +170,29 @@ async fn a_client_fills_in_what_an_older_server_leaves_out_of_its_walk() {
     drop(fs);
     server.abort();
 }
+
+/// `stopped` tells a walk that ended early from one only `max_depth` cut, which a walk from
+/// each directory at that depth continues.
+#[test_case(false ; "local")]
+#[test_case(true ; "remote")]
+#[tokio::test]
+async fn a_walk_says_whether_it_stopped_or_only_reached_its_depth(remote: bool) {
+    let env = env(remote).await;
+    env.mkfile("t/a/b/c", b"");
+    env.mkfile("t/z", b"");
+    let shallow = env
+        .fs
+        .walk(&env.p("t"), &detailed().with_max_depth(2))
+        .await
+        .unwrap();
+    assert!(shallow.truncated && !shallow.stopped, "{shallow:?}");
+    assert_eq!(shallow.entries.len(), 3, "{shallow:?}");
+    let few = env
+        .fs
+        .walk(&env.p("t"), &detailed().with_max_entries(2))
+        .await
+        .unwrap();
+    assert!(few.truncated && few.stopped, "{few:?}");
+    let whole = env.fs.walk(&env.p("t"), &detailed()).await.unwrap();
+    assert!(whole.is_complete() && !whole.stopped, "{whole:?}");
+}

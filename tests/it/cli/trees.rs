@@ -295,3 +295,27 @@ async fn get_r_over_a_server_is_one_walk_and_no_listings() {
     let reads = count("capfs/readFileStream") + count("fs/readFile");
     assert_eq!(reads, 1000, "{methods:?}");
 }
+
+/// A tree deeper than one walk goes is walked on from each directory left at its depth, and
+/// copied whole; one too large for the server's message is planned by listing instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_copies_trees_deeper_than_a_walk_or_larger_than_a_message() {
+    let env = Env::with_args(&["--max-message-bytes", "64K"]).await;
+    // 300 levels: more than the 256 one walk lists.
+    crate::common::build_deep_tree(&env.ws.join("deep"), 300);
+    let out = env.run(&["get", "-r", "-q", &env.ws("deep"), &env.local("deep")]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        crate::common::deep_tree_depth(&env.local.join("deep")),
+        (300, true)
+    );
+    // 1,000 files with their modes and times pass 64 KiB in one walk's reply.
+    let tree = env.ws.join("tree");
+    make_tree(&tree);
+    let out = env.run(&["get", "-r", &env.ws("tree"), &env.local("copy")]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("got 1000 files"));
+    let mut expected = snapshot(&tree);
+    expected.retain(|(name, _)| name != "fifo");
+    assert_eq!(snapshot(&env.local.join("copy")), expected);
+}
