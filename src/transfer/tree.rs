@@ -55,7 +55,6 @@ pub(super) async fn remote_tree(
     // Each directory's entries as the walks found them, by the directory's relative path.
     let mut children: HashMap<PathBuf, Vec<WalkEntry>> = HashMap::new();
     let mut found = 1;
-    let mut omitted = 0;
     let mut pending = vec![(PathBuf::new(), 0usize)];
     while let Some((base, depth)) = pending.pop() {
         let dir = top.join(&base).expect("relative names hold no NUL");
@@ -70,9 +69,8 @@ pub(super) async fn remote_tree(
             return Err(too_many(top));
         }
         found += walk.entries.len();
-        omitted += walk.non_utf8_names_omitted;
         for entry in walk.entries {
-            let rel = base.join(valid_rel(&dir, &entry.path)?);
+            let rel = base.join(valid_rel(&dir, &entry)?);
             let at = rel.components().count() - base.components().count();
             if entry.is_directory && at == levels && walk.truncated {
                 pending.push((rel.clone(), depth + levels));
@@ -80,12 +78,6 @@ pub(super) async fn remote_tree(
             let parent = rel.parent().map(Path::to_path_buf).unwrap_or_default();
             children.entry(parent).or_default().push(entry);
         }
-    }
-    if omitted > 0 {
-        warnings.push(format!(
-            "skipping {omitted} names that are not UTF-8 under {}",
-            quote(&top.to_string())
-        ));
     }
     let mut nodes = vec![Node::Directory {
         rel: PathBuf::new(),
@@ -150,7 +142,8 @@ async fn walk_once(
         .with_max_entries(room + 1)
         .with_sizes(true)
         .with_metadata(true)
-        .with_link_targets(true);
+        .with_link_targets(true)
+        .with_raw_names(true);
     let open = |e: io::Error| Failure::at_path("cannot open directory", dir, &e);
     let mut walk = fs.walk(dir, &options).await.map_err(open)?;
     if walk.stopped && walk.entries.len() <= room {
@@ -200,22 +193,33 @@ async fn file_metadata(
     Ok(metadata)
 }
 
-/// The last name of a walk entry's path.
-fn name_of(entry: &WalkEntry) -> &str {
-    entry.path.rsplit('/').next().unwrap_or_default()
+/// The exact last name of a walk entry's path (a local name that is not UTF-8 included), so
+/// that the copy reaches this entry and no other.
+fn name_of(entry: &WalkEntry) -> &OsStr {
+    match &entry.raw_path {
+        Some(raw) => raw.file_name().unwrap_or_default(),
+        None => OsStr::new(entry.path.rsplit('/').next().unwrap_or_default()),
+    }
 }
 
-/// `rel`, a walk entry's path below `dir`, when each of its names is one plain component:
+/// A walk entry's exact path below `dir`, when each of its names is one plain component:
 /// anything else (a broken or hostile server's `..`) would land outside the destination.
-fn valid_rel<'a>(dir: &AbsolutePathBuf, rel: &'a str) -> Result<&'a Path, Failure> {
-    if rel.split('/').all(|name| is_plain_name(OsStr::new(name))) {
-        return Ok(Path::new(rel));
+fn valid_rel<'a>(dir: &AbsolutePathBuf, entry: &'a WalkEntry) -> Result<&'a Path, Failure> {
+    let (rel, valid) = match &entry.raw_path {
+        Some(raw) => (raw.as_path(), raw.iter().all(is_plain_name)),
+        None => {
+            let valid = entry.path.split('/').all(|n| is_plain_name(OsStr::new(n)));
+            (Path::new(&entry.path), valid)
+        }
+    };
+    if valid {
+        return Ok(rel);
     }
     Err(Failure::plain(
         format!(
             "{}: the server listed an invalid name {}",
             quote(&dir.to_string()),
-            escape(rel.as_bytes())
+            escape(rel.as_os_str().as_bytes())
         ),
         EXIT_FAILURE,
     ))

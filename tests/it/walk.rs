@@ -242,7 +242,12 @@ async fn a_remote_walk_is_one_request() {
 }
 
 /// A backend that keeps the trait's default walk: every other method goes to the inner one.
-struct DefaultWalk(Arc<dyn ExecutorFileSystem>);
+pub(crate) struct DefaultWalk(Arc<dyn ExecutorFileSystem>);
+
+/// The trait's default walk over the backend of `env`.
+pub(crate) fn default_walk(env: &TestEnv) -> DefaultWalk {
+    DefaultWalk(Arc::clone(&env.fs))
+}
 
 #[async_trait]
 impl ExecutorFileSystem for DefaultWalk {

@@ -196,3 +196,47 @@ async fn a_walk_says_whether_it_stopped_or_only_reached_its_depth(remote: bool) 
     let whole = env.fs.walk(&env.p("t"), &detailed()).await.unwrap();
     assert!(whole.is_complete() && !whole.stopped, "{whole:?}");
 }
+
+/// With exact names asked for, a local walk keeps a name that is not UTF-8 (and what is below
+/// it) with its exact path beside the lossy text; over a server such names stay left out.
+#[test_case(false ; "local")]
+#[test_case(true ; "remote")]
+#[tokio::test]
+async fn exact_names_keep_names_that_are_not_utf8_on_local_walks_only(remote: bool) {
+    use std::os::unix::ffi::OsStrExt;
+    let env = env(remote).await;
+    env.mkfile("t/plain", b"");
+    let bad = std::ffi::OsStr::from_bytes(b"dir\xff");
+    std::fs::create_dir(env.ws_host("t").join(bad)).unwrap();
+    std::fs::write(env.ws_host("t").join(bad).join("inside"), b"").unwrap();
+    let exact = WalkOptions::default().with_raw_names(true);
+    let walk = env.fs.walk(&env.p("t"), &exact).await.unwrap();
+    let default = crate::walk::default_walk(&env)
+        .walk(&env.p("t"), &exact)
+        .await
+        .unwrap();
+    if remote {
+        assert_eq!(walk.entries.len(), 1, "{walk:?}");
+        assert_eq!(walk.non_utf8_names_omitted, 1);
+        assert_eq!(default.entries, walk.entries);
+        return;
+    }
+    assert_eq!(walk.non_utf8_names_omitted, 0);
+    let raw: Vec<(&str, Option<&std::path::Path>)> = walk
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.raw_path.as_deref()))
+        .collect();
+    let dir = std::path::Path::new(bad);
+    let inside = dir.join("inside");
+    let mut expected = vec![
+        ("plain", None),
+        ("dir\u{fffd}", Some(dir)),
+        ("dir\u{fffd}/inside", Some(inside.as_path())),
+    ];
+    let mut got = raw.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert_eq!(default, walk, "the default walk keeps them the same way");
+}

@@ -44,6 +44,10 @@ pub struct WalkOptions {
     pub metadata: bool,
     /// Report each symlink's text ([`WalkEntry::link_target`]; one `readlink` per link).
     pub link_targets: bool,
+    /// Keep entries whose names are not UTF-8 instead of leaving them out: their exact path is
+    /// [`WalkEntry::raw_path`], and `path` its lossy text, for display only. Never over a
+    /// server, whose walks carry text alone.
+    pub raw_names: bool,
 }
 
 impl Default for WalkOptions {
@@ -56,6 +60,7 @@ impl Default for WalkOptions {
             sizes: false,
             metadata: false,
             link_targets: false,
+            raw_names: false,
         }
     }
 }
@@ -103,6 +108,12 @@ impl WalkOptions {
         self
     }
 
+    /// These options with [`raw_names`](Self::raw_names) set.
+    pub fn with_raw_names(mut self, raw_names: bool) -> Self {
+        self.raw_names = raw_names;
+        self
+    }
+
     /// `max_depth` and `max_entries` within the limits every walk applies.
     pub(crate) fn bounds(&self) -> (usize, usize) {
         (
@@ -137,6 +148,10 @@ pub struct WalkEntry {
     /// A symlink's text as stored, never followed, when [`WalkOptions::link_targets`] is set;
     /// else None. Over a server, None also for a text that is not UTF-8.
     pub link_target: Option<PathBuf>,
+    /// The exact relative path when a name in it is not UTF-8 (kept only with
+    /// [`WalkOptions::raw_names`]); `path` then holds its lossy text, which may name another
+    /// entry or none. None for every other entry.
+    pub raw_path: Option<PathBuf>,
 }
 
 impl WalkEntry {
@@ -253,6 +268,20 @@ impl WalkFilter {
     /// True when the entry at `rel` is returned.
     pub(crate) fn selects(&self, rel: &str) -> bool {
         self.pattern.as_ref().is_none_or(|p| p.is_match(rel))
+    }
+}
+
+/// The exact relative path of `name` inside the directory at `prefix`, when it or `raw` (the
+/// directory's own exact path, when that is not UTF-8) holds a name that is not UTF-8.
+pub(crate) fn raw_child(
+    raw: Option<&std::path::Path>,
+    prefix: &str,
+    name: &std::ffi::OsStr,
+) -> Option<PathBuf> {
+    match raw {
+        Some(raw) => Some(raw.join(name)),
+        None if name.to_str().is_none() => Some(std::path::Path::new(prefix).join(name)),
+        None => None,
     }
 }
 

@@ -164,8 +164,12 @@ pub struct WalkErrorWire {
 }
 
 impl From<Walk> for WalkResponse {
+    /// The reply to `w`; entries with names that are not UTF-8 (kept by a walk that asked for
+    /// exact names) are left out and counted, as their text names another entry or none.
     fn from(w: Walk) -> Self {
-        let entries = w.entries.into_iter().map(Into::into).collect();
+        let (raw, exact): (Vec<WalkEntry>, Vec<WalkEntry>) =
+            w.entries.into_iter().partition(|e| e.raw_path.is_some());
+        let entries = exact.into_iter().map(Into::into).collect();
         let errors = w
             .errors
             .into_iter()
@@ -179,7 +183,7 @@ impl From<Walk> for WalkResponse {
             truncated: w.truncated,
             stopped: w.truncated.then_some(w.stopped),
             errors,
-            non_utf8_names_omitted: w.non_utf8_names_omitted,
+            non_utf8_names_omitted: w.non_utf8_names_omitted + raw.len() as u64,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use super::{ExecutorFileSystem, FileSystemResult};
 use crate::path::AbsolutePathBuf;
-use crate::walk::{Walk, WalkEntry, WalkFilter, WalkOptions, walk_child};
+use crate::walk::{Walk, WalkEntry, WalkFilter, WalkOptions, raw_child, walk_child};
 
 /// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed, one
 /// `get_metadata` per file when sizes are asked for (per entry but links when metadata is), and
@@ -25,16 +25,20 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
         return Ok(walk);
     }
     let mut bytes = 0;
-    // One level per directory being listed: its path, its relative path, its depth (1 for the
-    // start) and the entries not yet visited.
+    // One level per directory being listed: its path, its relative path (and its exact one
+    // when a name in it is not UTF-8), its depth (1 for the start) and the entries not yet
+    // visited.
     let first = fs.read_directory(path).await?;
-    let mut stack = vec![(path.clone(), String::new(), 1usize, first.into_iter())];
-    while let Some((dir, prefix, depth, entries)) = stack.last_mut() {
+    let mut stack = vec![(path.clone(), String::new(), None, 1usize, first.into_iter())];
+    while let Some((dir, prefix, raw, depth, entries)) = stack.last_mut() {
         let Some(entry) = entries.next() else {
             stack.pop();
             continue;
         };
-        if entry.lossy_name {
+        let raw = raw_child(raw.as_deref(), prefix, entry.name());
+        // A lossy name without its exact bytes names nothing that can be reached.
+        let unreachable = entry.lossy_name && entry.raw_name.is_none();
+        if unreachable || (raw.is_some() && !options.raw_names) {
             walk.non_utf8_names_omitted += 1;
             continue;
         }
@@ -42,13 +46,14 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
         if filter.excludes(&rel) {
             continue;
         }
-        let child = dir.join(&entry.file_name)?;
+        let child = dir.join(entry.name())?;
         let depth = *depth;
         if filter.selects(&rel) {
             let mut found = WalkEntry::new(rel.clone());
             found.is_directory = entry.is_directory;
             found.is_file = entry.is_file;
             found.is_symlink = entry.is_symlink;
+            found.raw_path = raw.clone();
             fill(fs, &child, &mut found, options).await;
             if !walk.push(found, max_entries, &mut bytes) {
                 break;
@@ -60,7 +65,7 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
                 continue;
             }
             match fs.read_directory(&child).await {
-                Ok(list) => stack.push((child, rel, depth + 1, list.into_iter())),
+                Ok(list) => stack.push((child, rel, raw, depth + 1, list.into_iter())),
                 Err(e) => walk.failed(&rel, &e),
             }
         }

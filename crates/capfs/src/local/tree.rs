@@ -19,7 +19,7 @@ use crate::error::{self, with_path};
 use crate::path::AbsolutePathBuf;
 use crate::sandbox::FileId;
 use crate::walk::{Walk, WalkEntry, WalkOptions};
-use crate::walk::{WalkFilter, walk_child};
+use crate::walk::{WalkFilter, raw_child, walk_child};
 
 /// One directory entry as read: its name and its own type.
 struct Listed {
@@ -88,6 +88,7 @@ fn list(dir: &Dir, options: &WalkOptions) -> io::Result<Vec<Listed>> {
 struct Level {
     id: FileId,
     prefix: String,
+    raw: Option<PathBuf>,
     depth: usize,
     entries: std::vec::IntoIter<Listed>,
 }
@@ -114,6 +115,7 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
     let mut stack = vec![Level {
         id: handles::dir_id(&current).map_err(err)?,
         prefix: String::new(),
+        raw: None,
         depth: 1,
         entries: first.into_iter(),
     }];
@@ -139,13 +141,14 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
             continue;
         };
         // A name that is not UTF-8 has no faithful text form: its lossy rendering would name
-        // another entry or none, so it is left out (with what is below it) and counted, as
-        // remote listings leave such names out.
-        let Some(name) = entry.name.to_str() else {
+        // another entry or none, so unless exact names are asked for it is left out (with what
+        // is below it) and counted, as remote listings leave such names out.
+        let raw = raw_child(level.raw.as_deref(), &level.prefix, &entry.name);
+        if raw.is_some() && !options.raw_names {
             walk.non_utf8_names_omitted += 1;
             continue;
-        };
-        let rel = walk_child(&level.prefix, name);
+        }
+        let rel = walk_child(&level.prefix, &entry.name.to_string_lossy());
         if filter.excludes(&rel) {
             continue;
         }
@@ -158,6 +161,7 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
             found.mode = entry.mode;
             found.modified_at_ms = entry.modified_at_ms;
             found.link_target = entry.link_target.take();
+            found.raw_path = raw.clone();
             if !walk.push(found, max_entries, &mut bytes) {
                 break;
             }
@@ -183,6 +187,7 @@ pub(crate) fn walk(fs: &Inner, path: &AbsolutePathBuf, options: &WalkOptions) ->
                 stack.push(Level {
                     id,
                     prefix: rel,
+                    raw,
                     depth,
                     entries: listed.into_iter(),
                 });
