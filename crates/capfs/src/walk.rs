@@ -190,7 +190,8 @@ pub struct Walk {
     /// or (through a server) at the server's message limit, so that whatever follows its last
     /// entry is missing. False when only [`WalkOptions::max_depth`] cut it: then everything
     /// is listed but the directories at that depth, which a walk from each of them continues.
-    /// A server too old to say is taken to have stopped whenever it truncated.
+    /// Through a server, a truncated walk is taken to have stopped unless the server says
+    /// otherwise, which it does to a request for metadata or link text (an older server never).
     pub stopped: bool,
     /// Directories found and not listed (gone since they were found, unreadable, or out of
     /// descriptors), in the order met.
