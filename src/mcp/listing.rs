@@ -131,13 +131,10 @@ impl Tools<'_> {
             raw.push(p);
         }
         let excludes = Excludes::new(&raw)?;
-        let options = WalkOptions {
-            max_depth: TREE_MAX_DEPTH,
-            max_entries: TREE_MAX_ENTRIES,
-            pattern: None,
-            exclude: excludes.walk.clone(),
-            sizes: false,
-        };
+        let options = WalkOptions::default()
+            .with_max_depth(TREE_MAX_DEPTH)
+            .with_max_entries(TREE_MAX_ENTRIES)
+            .with_exclude(excludes.walk.clone());
         let walk = self
             .fs
             .walk(&path, &options)
@@ -168,13 +165,11 @@ impl Tools<'_> {
             Some(_) => None,
             None => Some(pattern.matcher()),
         };
-        let options = WalkOptions {
-            max_depth: TREE_MAX_DEPTH,
-            max_entries: TREE_MAX_ENTRIES,
-            pattern: walk_pattern,
-            exclude: excludes.walk.clone(),
-            sizes: false,
-        };
+        let options = WalkOptions::default()
+            .with_max_depth(TREE_MAX_DEPTH)
+            .with_max_entries(TREE_MAX_ENTRIES)
+            .with_pattern(walk_pattern)
+            .with_exclude(excludes.walk.clone());
         let walk = self
             .fs
             .walk(&path, &options)

@@ -88,3 +88,4 @@ mod stream_bounds;
 mod streaming;
 mod walk;
 mod walk_bounds;
+mod walk_details;

@@ -43,10 +43,7 @@ fn all() -> WalkOptions {
 async fn walks_in_preorder_with_types_sizes_and_globs(remote: bool) {
     let env = env(remote).await;
     plant_tree(&env);
-    let options = WalkOptions {
-        sizes: true,
-        ..all()
-    };
+    let options = all().with_sizes(true);
     let walk = env.fs.walk(&env.p("t"), &options).await.unwrap();
     assert!(!walk.truncated);
     let listed: BTreeSet<&str> = paths(&walk).into_iter().collect();
@@ -79,29 +76,21 @@ async fn walks_in_preorder_with_types_sizes_and_globs(remote: bool) {
             .is_directory
     );
 
-    let rust = WalkOptions {
-        pattern: Some("**/*.rs".into()),
-        exclude: vec!["target".into()],
-        ..all()
-    };
+    let rust = all()
+        .with_pattern(Some("**/*.rs".into()))
+        .with_exclude(vec!["target".into()]);
     let walk = env.fs.walk(&env.p("t"), &rust).await.unwrap();
     let listed: BTreeSet<&str> = paths(&walk).into_iter().collect();
     assert_eq!(
         listed,
         ["a.rs", "src/c.rs", "src/deep/d.rs", ".hidden/f.rs"].into()
     );
-    let top = WalkOptions {
-        pattern: Some("*.{rs,txt}".into()),
-        ..all()
-    };
+    let top = all().with_pattern(Some("*.{rs,txt}".into()));
     let walk = env.fs.walk(&env.p("t"), &top).await.unwrap();
     let listed: BTreeSet<&str> = paths(&walk).into_iter().collect();
     assert_eq!(listed, ["a.rs", "b.txt"].into());
 
-    let bad = WalkOptions {
-        pattern: Some("[unclosed".into()),
-        ..all()
-    };
+    let bad = all().with_pattern(Some("[unclosed".into()));
     let err = env.fs.walk(&env.p("t"), &bad).await.unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("[unclosed: invalid glob"), "{err}");
@@ -113,17 +102,11 @@ async fn walks_in_preorder_with_types_sizes_and_globs(remote: bool) {
 async fn walks_are_bounded_in_entries_and_depth(remote: bool) {
     let env = env(remote).await;
     plant_tree(&env);
-    let few = WalkOptions {
-        max_entries: 3,
-        ..all()
-    };
+    let few = all().with_max_entries(3);
     let walk = env.fs.walk(&env.p("t"), &few).await.unwrap();
     assert_eq!(walk.entries.len(), 3);
     assert!(walk.truncated);
-    let shallow = WalkOptions {
-        max_depth: 1,
-        ..all()
-    };
+    let shallow = all().with_max_depth(1);
     let walk = env.fs.walk(&env.p("t"), &shallow).await.unwrap();
     assert!(walk.truncated, "directories were left unlisted");
     assert!(
@@ -131,10 +114,7 @@ async fn walks_are_bounded_in_entries_and_depth(remote: bool) {
         "{:?}",
         paths(&walk)
     );
-    let flat = WalkOptions {
-        max_depth: 1,
-        ..all()
-    };
+    let flat = all().with_max_depth(1);
     let walk = env.fs.walk(&env.p("t/src/deep"), &flat).await.unwrap();
     assert!(!walk.truncated, "a level without directories is complete");
 }
@@ -236,10 +216,7 @@ async fn a_remote_walk_is_one_request() {
     let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
         .await
         .unwrap();
-    let options = WalkOptions {
-        pattern: Some("**/*.rs".into()),
-        ..all()
-    };
+    let options = all().with_pattern(Some("**/*.rs".into()));
     let walk = fs
         .walk(&AbsolutePathBuf::new(&ws).unwrap(), &options)
         .await
@@ -265,7 +242,12 @@ async fn a_remote_walk_is_one_request() {
 }
 
 /// A backend that keeps the trait's default walk: every other method goes to the inner one.
-struct DefaultWalk(Arc<dyn ExecutorFileSystem>);
+pub(crate) struct DefaultWalk(Arc<dyn ExecutorFileSystem>);
+
+/// The trait's default walk over the backend of `env`.
+pub(crate) fn default_walk(env: &TestEnv) -> DefaultWalk {
+    DefaultWalk(Arc::clone(&env.fs))
+}
 
 #[async_trait]
 impl ExecutorFileSystem for DefaultWalk {
@@ -310,6 +292,9 @@ impl ExecutorFileSystem for DefaultWalk {
     ) -> FileSystemResult<()> {
         self.0.rename(source, destination, options).await
     }
+    async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::path::PathBuf> {
+        self.0.read_link(path).await
+    }
 }
 
 #[tokio::test]
@@ -319,23 +304,16 @@ async fn the_default_walk_answers_like_the_local_walk() {
     env.symlink("t/link", &env.outside);
     let fallback = DefaultWalk(Arc::clone(&env.fs));
     for options in [
-        WalkOptions {
-            sizes: true,
-            ..all()
-        },
-        WalkOptions {
-            pattern: Some("**/*.rs".into()),
-            exclude: vec![".hidden".into()],
-            ..all()
-        },
-        WalkOptions {
-            max_depth: 2,
-            ..all()
-        },
-        WalkOptions {
-            max_entries: 4,
-            ..all()
-        },
+        all().with_sizes(true),
+        all()
+            .with_pattern(Some("**/*.rs".into()))
+            .with_exclude(vec![".hidden".into()]),
+        all().with_max_depth(2),
+        all().with_max_entries(4),
+        all()
+            .with_sizes(true)
+            .with_metadata(true)
+            .with_link_targets(true),
     ] {
         let local = within("local walk", env.fs.walk(&env.p("t"), &options))
             .await

@@ -25,10 +25,7 @@ fn chain(top: &Path, depth: usize) -> std::path::PathBuf {
 }
 
 fn deep() -> WalkOptions {
-    WalkOptions {
-        max_depth: capfs::WALK_DEPTH_LIMIT,
-        ..WalkOptions::default()
-    }
+    WalkOptions::default().with_max_depth(capfs::WALK_DEPTH_LIMIT)
 }
 
 fn abs(path: &Path) -> AbsolutePathBuf {

@@ -240,3 +240,82 @@ async fn a_second_get_r_replaces_the_links_the_first_made_instead_of_following_t
     assert!(!second.status.success(), "{}", describe(&second));
     assert_eq!(names_in(&outside.join("dir")), Vec::<String>::new());
 }
+
+/// `get -r` plans a tree from one `capfs/walk`: no directory is listed and no entry stat'ed or
+/// its link read one by one, and the copy still has the modes, times (`-p`) and link text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_over_a_server_is_one_walk_and_no_listings() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (ws, local) = (base.join("ws"), base.join("local"));
+    fs::create_dir(&ws).unwrap();
+    fs::create_dir(&local).unwrap();
+    let tree = ws.join("tree");
+    make_tree(&tree);
+    fs::set_permissions(tree.join("d3"), fs::Permissions::from_mode(0o750)).unwrap();
+    let stamp = std::time::UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+    fs::File::options()
+        .write(true)
+        .open(tree.join("d2/f7"))
+        .unwrap()
+        .set_modified(stamp)
+        .unwrap();
+    let audit = base.join("audit.jsonl");
+    let server = ServerProcess::start_audited(&ws, &audit).await;
+    let out = client()
+        .args(["--remote", &server.url, "get", "-r", "-p"])
+        .arg(&tree)
+        .arg(local.join("copy"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("got 1000 files"), "{stderr}");
+    assert!(stderr.contains("skipping special file"), "{stderr}");
+    let mut expected = snapshot(&tree);
+    expected.retain(|(name, _)| name != "fifo");
+    assert_eq!(snapshot(&local.join("copy")), expected);
+    let copied = fs::metadata(local.join("copy/d2/f7")).unwrap();
+    assert_eq!(copied.modified().unwrap(), stamp);
+    server.stop().await;
+    let methods: Vec<String> = fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let line: serde_json::Value = serde_json::from_str(l).unwrap();
+            line["method"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let count = |m: &str| methods.iter().filter(|x| *x == m).count();
+    assert_eq!(count("capfs/walk"), 1, "{methods:?}");
+    assert_eq!(count("fs/readDirectory"), 0, "{methods:?}");
+    assert_eq!(count("capfs/readLink"), 0, "{methods:?}");
+    // The top's own stat, and no other.
+    assert_eq!(count("fs/getMetadata"), 1, "{methods:?}");
+    let reads = count("capfs/readFileStream") + count("fs/readFile");
+    assert_eq!(reads, 1000, "{methods:?}");
+}
+
+/// A tree deeper than one walk goes is walked on from each directory left at its depth, and
+/// copied whole; one too large for the server's message is planned by listing instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_copies_trees_deeper_than_a_walk_or_larger_than_a_message() {
+    let env = Env::with_args(&["--max-message-bytes", "64K"]).await;
+    // 300 levels: more than the 256 one walk lists.
+    crate::common::build_deep_tree(&env.ws.join("deep"), 300);
+    let out = env.run(&["get", "-r", "-q", &env.ws("deep"), &env.local("deep")]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        crate::common::deep_tree_depth(&env.local.join("deep")),
+        (300, true)
+    );
+    // 1,000 files with their modes and times pass 64 KiB in one walk's reply.
+    let tree = env.ws.join("tree");
+    make_tree(&tree);
+    let out = env.run(&["get", "-r", &env.ws("tree"), &env.local("copy")]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("got 1000 files"));
+    let mut expected = snapshot(&tree);
+    expected.retain(|(name, _)| name != "fifo");
+    assert_eq!(snapshot(&env.local.join("copy")), expected);
+}

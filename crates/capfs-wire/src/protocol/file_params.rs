@@ -239,7 +239,7 @@ pub(super) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-fn is_false(b: &bool) -> bool {
+pub(super) fn is_false(b: &bool) -> bool {
     !*b
 }
 

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::file_params::is_zero;
+use super::file_params::{is_false, is_zero};
 use capfs::AbsolutePathBuf;
 use capfs::{Walk, WalkEntry, WalkError, WalkOptions};
 
@@ -27,6 +27,14 @@ pub struct WalkParams {
     /// See [`WalkOptions::sizes`].
     #[serde(default)]
     pub sizes: bool,
+    /// See [`WalkOptions::metadata`]. Absent when false; a server that does not know it
+    /// leaves `mode` and `modifiedAtMs` out of the entries.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub metadata: bool,
+    /// See [`WalkOptions::link_targets`]. Absent when false; a server that does not know it
+    /// leaves `linkTarget` out of the entries.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub link_targets: bool,
 }
 
 impl WalkParams {
@@ -39,6 +47,8 @@ impl WalkParams {
             pattern: options.pattern.clone(),
             exclude_patterns: options.exclude.clone(),
             sizes: options.sizes,
+            metadata: options.metadata,
+            link_targets: options.link_targets,
         }
     }
 
@@ -50,13 +60,14 @@ impl WalkParams {
         let clamp = |n: Option<u64>, default: usize| {
             n.map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
         };
-        WalkOptions {
-            max_depth: clamp(self.max_depth, defaults.max_depth),
-            max_entries: clamp(self.max_entries, defaults.max_entries),
-            pattern: self.pattern.clone(),
-            exclude: self.exclude_patterns.clone(),
-            sizes: self.sizes,
-        }
+        WalkOptions::default()
+            .with_max_depth(clamp(self.max_depth, defaults.max_depth))
+            .with_max_entries(clamp(self.max_entries, defaults.max_entries))
+            .with_pattern(self.pattern.clone())
+            .with_exclude(self.exclude_patterns.clone())
+            .with_sizes(self.sizes)
+            .with_metadata(self.metadata)
+            .with_link_targets(self.link_targets)
     }
 }
 
@@ -78,6 +89,46 @@ pub struct WalkEntryWire {
     /// See [`WalkEntry::size`].
     #[serde(default)]
     pub size: u64,
+    /// See [`WalkEntry::mode`]. Absent when unknown or not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+    /// See [`WalkEntry::modified_at_ms`]. Absent when unknown or not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_at_ms: Option<i64>,
+    /// See [`WalkEntry::link_target`]. Absent when not asked for, unreadable, or not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_target: Option<String>,
+}
+
+impl From<WalkEntry> for WalkEntryWire {
+    fn from(e: WalkEntry) -> Self {
+        Self {
+            path: e.path,
+            is_directory: e.is_directory,
+            is_file: e.is_file,
+            is_symlink: e.is_symlink,
+            size: e.size,
+            mode: e.mode,
+            modified_at_ms: e.modified_at_ms,
+            link_target: e
+                .link_target
+                .and_then(|t| t.into_os_string().into_string().ok()),
+        }
+    }
+}
+
+impl From<WalkEntryWire> for WalkEntry {
+    fn from(e: WalkEntryWire) -> Self {
+        let mut entry = WalkEntry::new(e.path);
+        entry.is_directory = e.is_directory;
+        entry.is_file = e.is_file;
+        entry.is_symlink = e.is_symlink;
+        entry.size = e.size;
+        entry.mode = e.mode;
+        entry.modified_at_ms = e.modified_at_ms;
+        entry.link_target = e.link_target.map(Into::into);
+        entry
+    }
 }
 
 /// Result of [`CAPFS_WALK_METHOD`](super::CAPFS_WALK_METHOD).
@@ -89,6 +140,11 @@ pub struct WalkResponse {
     /// See [`Walk::truncated`].
     #[serde(default)]
     pub truncated: bool,
+    /// See [`Walk::stopped`]: present when `truncated` is true and the request asked for
+    /// `metadata` or `linkTargets`. Absent from a truncated walk (a server too old to send it,
+    /// or a request that asked for neither), the walk is taken to have stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<bool>,
     /// A capfs addition: see [`Walk::errors`]. Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<WalkErrorWire>,
@@ -108,18 +164,12 @@ pub struct WalkErrorWire {
 }
 
 impl From<Walk> for WalkResponse {
+    /// The reply to `w`; entries with names that are not UTF-8 (kept by a walk that asked for
+    /// exact names) are left out and counted, as their text names another entry or none.
     fn from(w: Walk) -> Self {
-        let entries = w
-            .entries
-            .into_iter()
-            .map(|e| WalkEntryWire {
-                path: e.path,
-                is_directory: e.is_directory,
-                is_file: e.is_file,
-                is_symlink: e.is_symlink,
-                size: e.size,
-            })
-            .collect();
+        let (raw, exact): (Vec<WalkEntry>, Vec<WalkEntry>) =
+            w.entries.into_iter().partition(|e| e.raw_path.is_some());
+        let entries = exact.into_iter().map(Into::into).collect();
         let errors = w
             .errors
             .into_iter()
@@ -131,25 +181,16 @@ impl From<Walk> for WalkResponse {
         Self {
             entries,
             truncated: w.truncated,
+            stopped: w.truncated.then_some(w.stopped),
             errors,
-            non_utf8_names_omitted: w.non_utf8_names_omitted,
+            non_utf8_names_omitted: w.non_utf8_names_omitted + raw.len() as u64,
         }
     }
 }
 
 impl From<WalkResponse> for Walk {
     fn from(w: WalkResponse) -> Self {
-        let entries = w
-            .entries
-            .into_iter()
-            .map(|e| WalkEntry {
-                path: e.path,
-                is_directory: e.is_directory,
-                is_file: e.is_file,
-                is_symlink: e.is_symlink,
-                size: e.size,
-            })
-            .collect();
+        let entries = w.entries.into_iter().map(Into::into).collect();
         let errors = w
             .errors
             .into_iter()
@@ -158,11 +199,12 @@ impl From<WalkResponse> for Walk {
                 message: e.message,
             })
             .collect();
-        Self {
-            entries,
-            truncated: w.truncated,
-            errors,
-            non_utf8_names_omitted: w.non_utf8_names_omitted,
-        }
+        let mut walk = Walk::default();
+        walk.entries = entries;
+        walk.truncated = w.truncated;
+        walk.stopped = w.truncated && w.stopped.unwrap_or(true);
+        walk.errors = errors;
+        walk.non_utf8_names_omitted = w.non_utf8_names_omitted;
+        walk
     }
 }

@@ -21,6 +21,7 @@ mod range;
 mod reply;
 mod routes;
 mod stream;
+mod walk;
 
 use std::io;
 
@@ -257,7 +258,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
         {
             return Err(invalid_name(path, &bad.path));
         }
-        Ok(response.into())
+        let mut walk = response.into();
+        walk::complete(self, path, &mut walk, options).await?;
+        Ok(walk)
     }
 }
 

@@ -15,7 +15,7 @@ use crate::protocol::{
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, ReadDirectoryEntry, Walk};
 
 /// Bytes of a reply outside its list of entries: the id's member (ids counted apart, as for
-/// `fs/readFile`), the other members' names and punctuation, the counts.
+/// `fs/readFile`), the other members' names and punctuation (`stopped` included), the counts.
 const RESULT_ROOM: usize = 160;
 
 /// Length of `text` as a JSON string, quotes included, escaped as `serde_json` escapes it.
@@ -37,6 +37,28 @@ fn digits(n: u64) -> usize {
 
 fn bool_len(b: bool) -> usize {
     if b { 4 } else { 5 }
+}
+
+fn signed_digits(n: i64) -> usize {
+    digits(n.unsigned_abs()) + usize::from(n < 0)
+}
+
+/// Length of an entry of a walk's reply, as [`WalkEntryWire`](crate::protocol::WalkEntryWire)
+/// writes it: `{"path":…,"isDirectory":…,"isFile":…,"isSymlink":…,"size":…}`, then each of
+/// `,"mode":…`, `,"modifiedAtMs":…` and `,"linkTarget":…` that is present (a link text that is
+/// not UTF-8 is left out).
+fn walk_entry_len(e: &capfs::WalkEntry) -> usize {
+    55 + json_string_len(&e.path)
+        + bool_len(e.is_directory)
+        + bool_len(e.is_file)
+        + bool_len(e.is_symlink)
+        + digits(e.size)
+        + e.mode.map_or(0, |m| 8 + digits(u64::from(m)))
+        + e.modified_at_ms.map_or(0, |t| 16 + signed_digits(t))
+        + e.link_target
+            .as_ref()
+            .and_then(|t| t.to_str())
+            .map_or(0, |t| 14 + json_string_len(t))
 }
 
 /// Keeps the longest prefix of `items` whose sizes (each plus a separating comma) fit in
@@ -66,16 +88,9 @@ pub(crate) fn walk_reply(mut walk: Walk, max_message_bytes: usize) -> (WalkRespo
     let error_len =
         |e: &capfs::WalkError| 20 + json_string_len(&e.path) + json_string_len(&e.message);
     let mut cut = keep_fitting(&mut walk.errors, &mut room, error_len);
-    // {"path":…,"isDirectory":…,"isFile":…,"isSymlink":…,"size":…}
-    let entry_len = |e: &capfs::WalkEntry| {
-        55 + json_string_len(&e.path)
-            + bool_len(e.is_directory)
-            + bool_len(e.is_file)
-            + bool_len(e.is_symlink)
-            + digits(e.size)
-    };
-    cut |= keep_fitting(&mut walk.entries, &mut room, entry_len);
+    cut |= keep_fitting(&mut walk.entries, &mut room, walk_entry_len);
     walk.truncated |= cut;
+    walk.stopped |= cut;
     let size = RESULT_ROOM + (start - room);
     (WalkResponse::from(walk), size)
 }
@@ -174,6 +189,11 @@ pub(crate) async fn walk(
         let walk = fs.walk(&p.path, &options).await.map_err(io)?;
         (response, _) = walk_reply(walk, size);
     }
+    // `stopped` goes only to a client that asks for what an older server would not know: the
+    // reply to any other request keeps the members it always had.
+    if !(p.metadata || p.link_targets) {
+        response.stopped = None;
+    }
     outcome.bytes = response.entries.len() as u64;
     serialized(response)
 }
@@ -182,6 +202,7 @@ pub(crate) async fn walk(
 mod tests {
     use super::*;
     use capfs::{WalkEntry, WalkError};
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn sizes_are_those_serde_json_writes() {
@@ -196,31 +217,42 @@ mod tests {
             let written = serde_json::to_string(text).unwrap();
             assert_eq!(json_string_len(text), written.len(), "{text:?}");
         }
-        let entry = WalkEntry {
-            path: "a/\"b\"".into(),
-            is_directory: true,
-            is_file: false,
-            is_symlink: false,
-            size: 12_345,
-        };
-        let walk = Walk {
-            entries: vec![entry.clone(); 3],
-            errors: vec![WalkError {
-                path: "x".into(),
-                message: "Too many open files (os error 24)".into(),
-            }],
-            ..Walk::default()
-        };
+        let mut entry = WalkEntry::new("a/\"b\"");
+        entry.is_directory = true;
+        entry.size = 12_345;
+        let mut walk = Walk::default();
+        walk.entries = vec![entry.clone(); 3];
+        walk.errors = vec![WalkError {
+            path: "x".into(),
+            message: "Too many open files (os error 24)".into(),
+        }];
         let whole = serde_json::to_string(&walk_reply(walk.clone(), usize::MAX).0).unwrap();
-        let one_entry = serde_json::to_string(&crate::protocol::WalkEntryWire {
-            path: entry.path.clone(),
-            is_directory: true,
-            is_file: false,
-            is_symlink: false,
-            size: 12_345,
-        })
-        .unwrap();
+        let one_entry =
+            serde_json::to_string(&crate::protocol::WalkEntryWire::from(entry.clone())).unwrap();
         assert_eq!(one_entry.len(), 55 + 9 + 4 + 5 + 5 + 5);
+        assert_eq!(walk_entry_len(&entry), one_entry.len());
+        // Each optional member, present, is counted as written.
+        for (mode, mtime, link) in [
+            (
+                Some(0o755),
+                Some(1_700_000_000_123),
+                Some("../out \"side\"\n"),
+            ),
+            (Some(0), Some(-5), None),
+            (None, Some(0), Some("")),
+        ] {
+            let mut full = entry.clone();
+            full.mode = mode;
+            full.modified_at_ms = mtime;
+            full.link_target = link.map(Into::into);
+            let written =
+                serde_json::to_string(&crate::protocol::WalkEntryWire::from(full.clone())).unwrap();
+            assert_eq!(walk_entry_len(&full), written.len(), "{written}");
+        }
+        // A link text that is not UTF-8 is left out of the reply, and of its length.
+        let mut bad = entry.clone();
+        bad.link_target = Some(std::ffi::OsStr::from_bytes(b"x\xff").into());
+        assert_eq!(walk_entry_len(&bad), one_entry.len());
         // Room for the errors and exactly two entries: the third is cut, and the reply says so.
         let error_len = 20 + 3 + json_string_len(&walk.errors[0].message) + 1;
         let two = RESULT_ROOM + error_len + 2 * (one_entry.len() + 1);
@@ -230,9 +262,13 @@ mod tests {
             (cut.entries.len(), cut.errors.len(), cut.truncated),
             (2, 1, true)
         );
+        assert_eq!(cut.stopped, Some(true), "a cut walk stopped");
         assert!(serde_json::to_string(&cut).unwrap().len() < two);
         let (all, _) = walk_reply(walk, two + one_entry.len() + 1);
-        assert_eq!((all.entries.len(), all.truncated), (3, false));
+        assert_eq!(
+            (all.entries.len(), all.truncated, all.stopped),
+            (3, false, None)
+        );
         assert_eq!(serde_json::to_string(&all).unwrap(), whole);
         let listing = vec![
             ReadDirectoryEntry {

@@ -7,10 +7,11 @@ use std::task::{Context, Poll};
 
 use super::{ExecutorFileSystem, FileSystemResult};
 use crate::path::AbsolutePathBuf;
-use crate::walk::{Walk, WalkEntry, WalkFilter, WalkOptions, walk_child};
+use crate::walk::{Walk, WalkEntry, WalkFilter, WalkOptions, raw_child, walk_child};
 
-/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed and one
-/// `get_metadata` per file when sizes are asked for.
+/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed, one
+/// `get_metadata` per file when sizes are asked for (per entry but links when metadata is), and
+/// one `read_link` per link when link text is.
 pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
     fs: &F,
     path: &AbsolutePathBuf,
@@ -24,16 +25,20 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
         return Ok(walk);
     }
     let mut bytes = 0;
-    // One level per directory being listed: its path, its relative path, its depth (1 for the
-    // start) and the entries not yet visited.
+    // One level per directory being listed: its path, its relative path (and its exact one
+    // when a name in it is not UTF-8), its depth (1 for the start) and the entries not yet
+    // visited.
     let first = fs.read_directory(path).await?;
-    let mut stack = vec![(path.clone(), String::new(), 1usize, first.into_iter())];
-    while let Some((dir, prefix, depth, entries)) = stack.last_mut() {
+    let mut stack = vec![(path.clone(), String::new(), None, 1usize, first.into_iter())];
+    while let Some((dir, prefix, raw, depth, entries)) = stack.last_mut() {
         let Some(entry) = entries.next() else {
             stack.pop();
             continue;
         };
-        if entry.lossy_name {
+        let raw = raw_child(raw.as_deref(), prefix, entry.name());
+        // A lossy name without its exact bytes names nothing that can be reached.
+        let unreachable = entry.lossy_name && entry.raw_name.is_none();
+        if unreachable || (raw.is_some() && !options.raw_names) {
             walk.non_utf8_names_omitted += 1;
             continue;
         }
@@ -41,21 +46,15 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
         if filter.excludes(&rel) {
             continue;
         }
-        let child = dir.join(&entry.file_name)?;
+        let child = dir.join(entry.name())?;
         let depth = *depth;
         if filter.selects(&rel) {
-            let size = if options.sizes && entry.is_file {
-                fs.get_metadata(&child).await.map_or(0, |m| m.size)
-            } else {
-                0
-            };
-            let found = WalkEntry {
-                path: rel.clone(),
-                is_directory: entry.is_directory,
-                is_file: entry.is_file,
-                is_symlink: entry.is_symlink,
-                size,
-            };
+            let mut found = WalkEntry::new(rel.clone());
+            found.is_directory = entry.is_directory;
+            found.is_file = entry.is_file;
+            found.is_symlink = entry.is_symlink;
+            found.raw_path = raw.clone();
+            fill(fs, &child, &mut found, options).await;
             if !walk.push(found, max_entries, &mut bytes) {
                 break;
             }
@@ -66,12 +65,38 @@ pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
                 continue;
             }
             match fs.read_directory(&child).await {
-                Ok(list) => stack.push((child, rel, depth + 1, list.into_iter())),
+                Ok(list) => stack.push((child, rel, raw, depth + 1, list.into_iter())),
                 Err(e) => walk.failed(&rel, &e),
             }
         }
     }
     Ok(walk)
+}
+
+/// Fills in what `options` asks of `entry` beyond its type: each call that fails leaves its
+/// part unknown (0 or None), as the entry may be gone since it was listed. A symlink's
+/// metadata is never asked for: `get_metadata` would describe what it leads to.
+pub async fn fill<F: ExecutorFileSystem + ?Sized>(
+    fs: &F,
+    path: &AbsolutePathBuf,
+    entry: &mut WalkEntry,
+    options: &WalkOptions,
+) {
+    let wants_size = options.sizes && entry.is_file;
+    let wants_metadata = options.metadata && !entry.is_symlink;
+    if wants_size || wants_metadata {
+        let metadata = fs.get_metadata(path).await.ok();
+        if wants_size {
+            entry.size = metadata.as_ref().map_or(0, |m| m.size);
+        }
+        if wants_metadata && let Some(m) = metadata {
+            entry.mode = Some(m.mode);
+            entry.modified_at_ms = Some(m.modified_at_ms);
+        }
+    }
+    if options.link_targets && entry.is_symlink {
+        entry.link_target = fs.read_link(path).await.ok();
+    }
 }
 
 /// The default [`ExecutorFileSystem::read_file_range`]: the file streamed, only the range kept.
