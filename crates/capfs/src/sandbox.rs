@@ -256,8 +256,8 @@ impl Sandbox {
 
     /// Treats every root as if it were on a network file system: every operation of a
     /// [`LocalFileSystem`](crate::LocalFileSystem) over this sandbox runs on the blocking pool.
-    /// For tests of that mode on a machine whose disks are all local.
-    #[doc(hidden)]
+    /// For tests of that mode on a machine whose disks are all local (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn treat_roots_as_remote_disks(mut self) -> Self {
         for root in &mut self.roots {
             root.local_disk = false;

@@ -49,6 +49,7 @@ pub use config::{
 pub use listener::Server;
 pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
-/// The protocol state machine without a socket, for the fuzz targets; not a stable API.
-#[doc(hidden)]
+/// The protocol state machine without a socket, for the fuzz targets (feature `fuzzing`); not
+/// a stable API.
+#[cfg(feature = "fuzzing")]
 pub use session::Session;
