@@ -308,10 +308,8 @@ pub(crate) async fn run(args: McpArgs) -> io::Result<()> {
     let connector = if let Some(command) = &args.remote_command {
         Some(Connector::Command(command.clone()))
     } else if let Some(url) = &args.remote {
-        let options = capfs_wire::RemoteOptions {
-            token: read_token(args.token_file.as_deref())?,
-            ..capfs_wire::RemoteOptions::default()
-        };
+        let options = capfs_wire::RemoteOptions::default()
+            .with_token(read_token(args.token_file.as_deref())?);
         Some(Connector::Url(url.clone(), options))
     } else {
         None

@@ -40,14 +40,14 @@ impl Allowed {
     }
 
     fn description(&self) -> RootDescription {
-        RootDescription {
-            path: self.path.clone(),
-            access: if self.read_only {
+        RootDescription::new(
+            self.path.clone(),
+            if self.read_only {
                 RootAccess::ReadOnly
             } else {
                 RootAccess::ReadWrite
             },
-        }
+        )
     }
 }
 
@@ -148,13 +148,15 @@ impl Backend {
     ) -> io::Result<View> {
         let wanted: Vec<RootDescription> = dirs
             .iter()
-            .map(|(path, read_only)| RootDescription {
-                path: path.clone(),
-                access: if *read_only {
-                    RootAccess::ReadOnly
-                } else {
-                    RootAccess::ReadWrite
-                },
+            .map(|(path, read_only)| {
+                RootDescription::new(
+                    path.clone(),
+                    if *read_only {
+                        RootAccess::ReadOnly
+                    } else {
+                        RootAccess::ReadWrite
+                    },
+                )
             })
             .collect();
         let (fs, results): (
@@ -323,10 +325,7 @@ pub(crate) async fn remote_configured(
     }
     let wanted: Vec<RootDescription> = asked
         .iter()
-        .map(|p| RootDescription {
-            path: p.clone(),
-            access: RootAccess::ReadWrite,
-        })
+        .map(|p| RootDescription::new(p.clone(), RootAccess::ReadWrite))
         .collect();
     let results = remote.narrow_connection(&wanted).await?;
     let mut all: Vec<Allowed> = Vec::new();

@@ -12,116 +12,16 @@ pub use crate::walk::{
 };
 
 pub mod defaults;
+mod options;
 use defaults::{range_by_streaming, walk_by_listing};
+pub use options::{
+    CopyOptions, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry, RemoveOptions,
+    RenameOptions, WriteOptions,
+};
 
 /// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
 /// backends give the same kind for the same situation.
 pub type FileSystemResult<T> = std::io::Result<T>;
-
-/// Options of [`ExecutorFileSystem::create_directory`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CreateDirectoryOptions {
-    /// Create missing parents too, and succeed when the directory already exists.
-    pub recursive: bool,
-}
-
-impl Default for CreateDirectoryOptions {
-    fn default() -> Self {
-        Self { recursive: true }
-    }
-}
-
-/// Options of [`ExecutorFileSystem::remove`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoveOptions {
-    /// Remove a directory together with everything inside it.
-    pub recursive: bool,
-    /// Succeed when the path does not exist.
-    pub force: bool,
-}
-
-impl Default for RemoveOptions {
-    fn default() -> Self {
-        Self {
-            recursive: true,
-            force: true,
-        }
-    }
-}
-
-/// Options of [`ExecutorFileSystem::copy`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CopyOptions {
-    /// Required to copy a directory (and everything inside it).
-    pub recursive: bool,
-}
-
-/// Options of [`ExecutorFileSystem::rename`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RenameOptions {
-    /// Replace an existing destination; when false, an existing destination is `AlreadyExists`.
-    pub overwrite: bool,
-}
-
-/// How a written file ends up on disk: options of [`ExecutorFileSystem::write_file_from`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteOptions {
-    /// Permission bits to give the file (at most 0o777: setuid, setgid and sticky are never
-    /// applied). None: an existing file keeps its bits, a new one gets the default.
-    pub mode: Option<u32>,
-    /// Modification time in ms since the Unix epoch. None: the time of the write.
-    pub modified_at_ms: Option<i64>,
-}
-
-/// What [`ExecutorFileSystem::get_metadata`] reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FileMetadata {
-    /// The path (after following symlinks inside the root) is a directory.
-    pub is_directory: bool,
-    /// The path (after following symlinks inside the root) is a regular file.
-    pub is_file: bool,
-    /// The path itself is a symlink.
-    pub is_symlink: bool,
-    /// Size in bytes of the resolved file.
-    pub size: u64,
-    /// Creation time in milliseconds since the Unix epoch, 0 when unknown.
-    pub created_at_ms: i64,
-    /// Modification time in milliseconds since the Unix epoch, 0 when unknown.
-    pub modified_at_ms: i64,
-    /// Permission bits of the resolved file (`0o7777` at most), 0 when unknown.
-    pub mode: u32,
-}
-
-/// One entry of [`ExecutorFileSystem::read_directory`]; types are those of the entry itself
-/// (symlinks are not followed).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadDirectoryEntry {
-    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD: see `lossy_name`).
-    pub file_name: String,
-    /// The entry is a directory.
-    pub is_directory: bool,
-    /// The entry is a regular file.
-    pub is_file: bool,
-    /// The entry is a symlink.
-    pub is_symlink: bool,
-    /// The name on disk is not valid UTF-8, so `file_name` is a lossy rendering that names
-    /// another entry or none: joined to its directory it does not reach this entry. The server
-    /// leaves such entries out of remote listings (and says how many it left out).
-    pub lossy_name: bool,
-    /// The name's exact bytes when they are not UTF-8 (`lossy_name`), as a local listing
-    /// found them; `None` when `file_name` is exact. [`name`](Self::name) gives either.
-    pub raw_name: Option<std::ffi::OsString>,
-}
-
-impl ReadDirectoryEntry {
-    /// The exact name: joined to its directory, it reaches this entry (unlike `file_name` when
-    /// `lossy_name` is set).
-    pub fn name(&self) -> &std::ffi::OsStr {
-        self.raw_name
-            .as_deref()
-            .unwrap_or_else(|| std::ffi::OsStr::new(&self.file_name))
-    }
-}
 
 /// What [`ExecutorFileSystem::narrowed`] returns.
 #[non_exhaustive]

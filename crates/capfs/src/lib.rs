@@ -62,6 +62,9 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+#[macro_use]
+mod setters;
+
 pub mod artifact;
 pub mod error;
 mod file_system;

@@ -166,15 +166,14 @@ impl From<FileMetadata> for GetMetadataResponse {
 
 impl From<GetMetadataResponse> for FileMetadata {
     fn from(m: GetMetadataResponse) -> Self {
-        Self {
-            is_directory: m.is_directory,
-            is_file: m.is_file,
-            is_symlink: m.is_symlink,
-            size: m.size,
-            created_at_ms: m.created_at_ms,
-            modified_at_ms: m.modified_at_ms,
-            mode: m.mode.unwrap_or(0),
-        }
+        FileMetadata::default()
+            .with_is_directory(m.is_directory)
+            .with_is_file(m.is_file)
+            .with_is_symlink(m.is_symlink)
+            .with_size(m.size)
+            .with_created_at_ms(m.created_at_ms)
+            .with_modified_at_ms(m.modified_at_ms)
+            .with_mode(m.mode.unwrap_or(0))
     }
 }
 
@@ -208,14 +207,10 @@ impl From<DirectoryEntry> for ReadDirectoryEntry {
     /// A name that came over the wire is exact: JSON text is UTF-8, and the server leaves out
     /// the entries whose names are not.
     fn from(e: DirectoryEntry) -> Self {
-        Self {
-            file_name: e.file_name,
-            is_directory: e.is_directory,
-            is_file: e.is_file,
-            is_symlink: e.is_symlink,
-            lossy_name: false,
-            raw_name: None,
-        }
+        ReadDirectoryEntry::new(e.file_name)
+            .with_is_directory(e.is_directory)
+            .with_is_file(e.is_file)
+            .with_is_symlink(e.is_symlink)
     }
 }
 

@@ -207,10 +207,9 @@ async fn dispatch_fs(
                 )
             })?;
             outcome.bytes = data.len() as u64;
-            let options = WriteOptions {
-                mode: p.mode,
-                modified_at_ms: p.modified_at_ms,
-            };
+            let options = WriteOptions::default()
+                .with_mode(p.mode)
+                .with_modified_at_ms(p.modified_at_ms);
             if options == WriteOptions::default() {
                 fs.write_file(&p.path, data).await.map_err(io)?;
             } else {
@@ -224,9 +223,8 @@ async fn dispatch_fs(
         }
         FS_CREATE_DIRECTORY_METHOD => {
             let p: CreateDirectoryParams = parse(params)?;
-            let options = CreateDirectoryOptions {
-                recursive: p.recursive.unwrap_or(true),
-            };
+            let options =
+                CreateDirectoryOptions::default().with_recursive(p.recursive.unwrap_or(true));
             fs.create_directory(&p.path, options).await.map_err(io)?;
             reply(serde_json::json!({}))
         }
@@ -248,18 +246,15 @@ async fn dispatch_fs(
         }
         FS_REMOVE_METHOD => {
             let p: RemoveParams = parse(params)?;
-            let options = RemoveOptions {
-                recursive: p.recursive.unwrap_or(true),
-                force: p.force.unwrap_or(true),
-            };
+            let options = RemoveOptions::default()
+                .with_recursive(p.recursive.unwrap_or(true))
+                .with_force(p.force.unwrap_or(true));
             fs.remove(&p.path, options).await.map_err(io)?;
             reply(serde_json::json!({}))
         }
         FS_COPY_METHOD => {
             let p: CopyParams = parse(params)?;
-            let options = CopyOptions {
-                recursive: p.recursive.unwrap_or(false),
-            };
+            let options = CopyOptions::default().with_recursive(p.recursive.unwrap_or(false));
             fs.copy(&p.source_path, &p.destination_path, options)
                 .await
                 .map_err(io)?;
@@ -267,9 +262,7 @@ async fn dispatch_fs(
         }
         FS_RENAME_METHOD => {
             let p: RenameParams = parse(params)?;
-            let options = RenameOptions {
-                overwrite: p.overwrite.unwrap_or(false),
-            };
+            let options = RenameOptions::default().with_overwrite(p.overwrite.unwrap_or(false));
             fs.rename(&p.source_path, &p.destination_path, options)
                 .await
                 .map_err(io)?;
