@@ -285,10 +285,7 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// used are reported in [`Narrowed::roots`], not as an error.
     async fn narrowed(&self, dirs: &[RootDescription]) -> FileSystemResult<Narrowed> {
         let _ = dirs;
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "this file system cannot narrow its roots",
-        ))
+        Err(crate::error::narrowing_unsupported())
     }
 
     /// Walks the tree below the directory `path` (not following symlinks), returning the

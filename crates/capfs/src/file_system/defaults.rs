@@ -119,7 +119,7 @@ impl tokio::io::AsyncWrite for Keep {
         }
         this.at = stop;
         if this.at >= this.end {
-            return Poll::Ready(Err(io::Error::other("the range is read")));
+            return Poll::Ready(Err(crate::error::range_read()));
         }
         Poll::Ready(Ok(buf.len()))
     }

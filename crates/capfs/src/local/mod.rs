@@ -42,7 +42,7 @@ use async_trait::async_trait;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::error::{check_stream_size, stream_too_long, with_path};
+use crate::error::{self, check_stream_size, stream_too_long, with_path};
 use crate::file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
     Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
@@ -153,7 +153,7 @@ impl LocalFileSystem {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || op(&inner))
             .await
-            .map_err(|e| io::Error::other(format!("file system task failed: {e}")))?
+            .map_err(|e| error::task_failed(&e))?
     }
 }
 
