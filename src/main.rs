@@ -271,14 +271,11 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let sources = expand_all(&paths).await?;
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
             let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
+            let options = CopyOptions::default().with_recursive(recursive);
             for (source, target) in sources.iter().zip(&targets) {
-                fs.copy(
-                    source,
-                    target,
-                    CopyOptions::default().with_recursive(recursive),
-                )
-                .await
-                .map_err(|e| Failure::at_path("cannot copy", source, &e))?;
+                fs.copy(source, target, options)
+                    .await
+                    .map_err(|e| Failure::at_path("cannot copy", source, &e))?;
             }
             Ok(())
         }
@@ -320,15 +317,10 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                     }
                 };
                 for path in expanded {
-                    if let Err(e) = fs
-                        .remove(
-                            &path,
-                            RemoveOptions::default()
-                                .with_recursive(recursive)
-                                .with_force(force),
-                        )
-                        .await
-                    {
+                    let options = RemoveOptions::default()
+                        .with_recursive(recursive)
+                        .with_force(force);
+                    if let Err(e) = fs.remove(&path, options).await {
                         failures.push(Failure::at_path("cannot remove", &path, &e));
                     }
                 }

@@ -34,21 +34,7 @@ type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Reply>>>>>;
 /// Streamed reads receiving data frames, by stream id.
 pub(super) type Downloads = Arc<Mutex<HashMap<u64, mpsc::Sender<Bytes>>>>;
 
-/// A call or stream that heard nothing from the server within `bound` (`call timeout`,
-/// `stream idle timeout`).
-pub(super) fn no_reply(what: &str, bound: &str, after: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("{what}: nothing from the server within the {bound} ({after:?})"),
-    )
-}
-
-pub(super) fn timed_out(what: &str, after: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("{what} timed out after {after:?}"),
-    )
-}
+pub(super) use crate::error::{connection_lost, no_reply, timed_out};
 
 /// Streamed writes at once per connection, well below the server's in-flight bound so that the
 /// server never has to refuse one.
@@ -112,13 +98,6 @@ impl Drop for Client {
     fn drop(&mut self) {
         self.reader.abort();
     }
-}
-
-pub(super) fn connection_lost() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::BrokenPipe,
-        "connection to the capfs server was lost",
-    )
 }
 
 impl Client {
@@ -240,12 +219,7 @@ impl Client {
         path: &AbsolutePathBuf,
         what: &str,
     ) -> io::Result<T> {
-        let unsupported = || {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("{path}: the server does not support {what}"),
-            )
-        };
+        let unsupported = || crate::error::extension_unsupported(path, what);
         if !self.capfs {
             return Err(unsupported());
         }
@@ -290,7 +264,7 @@ impl Client {
         let id = self.new_id();
         // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
         let text = serde_json::to_string(&OutgoingRequest { id, method, params })
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            .map_err(|e| crate::error::unserialisable(&e))?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().expect("pending map lock");

@@ -119,12 +119,7 @@ impl ExecutorFileSystem for RemoteFileSystem {
         let response: ReadFileResponse = self.client.call(FS_READ_FILE_METHOD, params).await?;
         STANDARD
             .decode(response.data_base64.as_bytes())
-            .map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{path}: server sent invalid base64: {e}"),
-                )
-            })
+            .map_err(|e| crate::error::invalid_base64(path, e))
     }
 
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
@@ -280,12 +275,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
         path: &AbsolutePathBuf,
         target: &std::path::Path,
     ) -> FileSystemResult<()> {
-        let target = target.to_str().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{path}: the link's text is not UTF-8"),
-            )
-        })?;
+        let target = target
+            .to_str()
+            .ok_or_else(|| crate::error::link_text_not_utf8(path))?;
         let params = CreateSymlinkParams {
             path: path.clone(),
             target: target.to_string(),
@@ -326,9 +318,4 @@ fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
 }
 
-fn invalid_name(path: &AbsolutePathBuf, name: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("{path}: the server listed an invalid name {name:?}"),
-    )
-}
+use crate::error::invalid_name;

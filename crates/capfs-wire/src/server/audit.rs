@@ -60,7 +60,7 @@ impl AuditLog {
             .create(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            .map_err(|e| crate::error::prefixed(path.display(), &e))?;
         Ok(Self::to_writer(file))
     }
 

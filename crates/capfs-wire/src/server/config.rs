@@ -260,47 +260,46 @@ impl ServerConfig {
             &(1..=self.max_processes.max(1)),
         )?;
         if self.token.as_deref().is_some_and(str::is_empty) {
-            return Err(invalid_config("the token is empty".to_string()));
+            return Err(crate::error::empty_token());
         }
         Ok(())
     }
-}
-
-pub(crate) fn invalid_config(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
 fn check_usize(flag: &str, value: usize, range: &RangeInclusive<usize>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
-    Err(invalid_config(format!(
-        "{flag} {value}: must be from {} to {}",
+    Err(crate::error::out_of_range(
+        flag,
+        value,
         range.start(),
-        range.end()
-    )))
+        range.end(),
+    ))
 }
 
 fn check_u64(flag: &str, value: u64, range: &RangeInclusive<u64>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
-    Err(invalid_config(format!(
-        "{flag} {value}: must be from {} to {}",
+    Err(crate::error::out_of_range(
+        flag,
+        value,
         range.start(),
-        range.end()
-    )))
+        range.end(),
+    ))
 }
 
 fn check_duration(flag: &str, value: Duration, range: &RangeInclusive<Duration>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
-    Err(invalid_config(format!(
-        "{flag} {value:?}: must be from {:?} to {:?}",
-        range.start(),
-        range.end()
-    )))
+    Err(crate::error::out_of_range(
+        flag,
+        format_args!("{value:?}"),
+        format_args!("{:?}", range.start()),
+        format_args!("{:?}", range.end()),
+    ))
 }
 
 pub(crate) fn ws_config(config: &ServerConfig) -> WebSocketConfig {

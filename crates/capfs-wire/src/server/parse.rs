@@ -5,8 +5,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::config::invalid_config;
-
 /// Parses a size in bytes: a whole number, optionally followed by a binary unit `K`, `M`, `G`
 /// or `T` (also written `KB`/`KiB` and so on, any case; each is a power of 1024) or `B`.
 /// `64M` is 67,108,864 bytes; `4096` and `4096B` are 4,096.
@@ -27,11 +25,7 @@ use super::config::invalid_config;
 /// assert!(parse_size("1.5G").is_err());
 /// ```
 pub fn parse_size(text: &str) -> io::Result<u64> {
-    let bad = || {
-        invalid_config(format!(
-            "{text}: not a size: expected bytes with an optional K, M, G or T suffix, like 64M"
-        ))
-    };
+    let bad = || crate::error::not_a_size(text);
     let trimmed = text.trim();
     let digits_end = trimmed
         .find(|c: char| !c.is_ascii_digit())
@@ -74,11 +68,7 @@ pub fn parse_duration(text: &str) -> io::Result<Duration> {
     if let Ok(seconds) = trimmed.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    let bad = || {
-        invalid_config(format!(
-            "{text}: not a duration: expected seconds or a number with a unit, like 500ms or 10s"
-        ))
-    };
+    let bad = || crate::error::not_a_duration(text);
     let parsed: jiff::SignedDuration = trimmed.parse().map_err(|_| bad())?;
     Duration::try_from(parsed).map_err(|_| bad())
 }
@@ -89,12 +79,7 @@ pub fn parse_duration(text: &str) -> io::Result<Duration> {
 ///
 /// `InvalidInput` for any other form.
 pub fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
-    let bad = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{url}: expected a listen URL like ws://127.0.0.1:0"),
-        )
-    };
+    let bad = || crate::error::not_a_listen_url(url);
     let rest = url.strip_prefix("ws://").ok_or_else(bad)?;
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let rest = rest.replacen("localhost:", "127.0.0.1:", 1);

@@ -97,16 +97,8 @@ fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
         .map_err(|e| ErrorObject::from_io(&e))
 }
 
-pub(crate) fn client_gone() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
-}
-
-fn stream_cut() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "the connection closed before the data stream ended",
-    )
-}
+pub(crate) use crate::error::client_gone;
+use crate::error::stream_cut;
 
 /// Starts a streamed read: the backend writes the file into data frames, then the reply goes.
 pub(crate) fn start_read(

@@ -167,17 +167,13 @@ async fn start(
             })
             .count();
         if running >= server.per_session {
-            return Err(io(quota(format!(
-                "too many processes: at most {} per connection (--max-processes-per-connection)",
-                server.per_session
-            ))));
+            return Err(io(crate::error::too_many_processes_per_connection(
+                server.per_session,
+            )));
         }
-        let slot = Arc::clone(&server.slots).try_acquire_owned().map_err(|_| {
-            io(quota(format!(
-                "server busy: at most {} processes on this server (--max-processes)",
-                server.max_server
-            )))
-        })?;
+        let slot = Arc::clone(&server.slots)
+            .try_acquire_owned()
+            .map_err(|_| io(crate::error::too_many_processes(server.max_server)))?;
         procs.map.insert(p.process_id.clone(), Slot::Starting);
         slot
     };
@@ -253,10 +249,6 @@ async fn start(
     })
 }
 
-fn quota(message: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::QuotaExceeded, message)
-}
-
 async fn read(attached: &Attached, params: Option<Value>) -> Result<Payload, ErrorObject> {
     let p: ReadParams = parse(params)?;
     let after = p.after_seq.unwrap_or(0);
@@ -321,13 +313,9 @@ async fn write(attached: &Attached, params: Option<Value>) -> Result<Payload, Er
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => "stdinClosed",
                 Ok(Err(e)) => return Err(io(e)),
                 Err(_) => {
-                    return Err(io(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!(
-                            "process {}: its input took nothing in {}s",
-                            p.process_id,
-                            MAX_WRITE_WAIT.as_secs()
-                        ),
+                    return Err(io(crate::error::input_stalled(
+                        &p.process_id,
+                        MAX_WRITE_WAIT,
                     )));
                 }
             }
