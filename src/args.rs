@@ -336,7 +336,7 @@ impl ServeArgs {
 
 /// A size flag's value: bytes, or a number with a K, M, G or T suffix (`64M`, `1G`).
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    capfs_wire::server::parse_size(text).map_err(|e| e.to_string())
+    crate::parse::parse_size(text).map_err(|e| e.to_string())
 }
 
 /// A client timeout: a duration that is not zero.
@@ -358,5 +358,5 @@ fn parse_message_size(text: &str) -> Result<usize, String> {
 
 /// A duration flag's value: seconds, or a number with a unit (`500ms`, `10s`, `2m`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    capfs_wire::server::parse_duration(text).map_err(|e| e.to_string())
+    crate::parse::parse_duration(text).map_err(|e| e.to_string())
 }

@@ -41,7 +41,7 @@ pub struct ExecFlags {
     #[arg(long, value_name = "PATH", requires = "exec")]
     pub exec_read: Vec<PathBuf>,
     /// End a process that runs longer than this (seconds, or with a unit: 10m).
-    #[arg(long, value_name = "DURATION", value_parser = capfs_wire::server::parse_duration, requires = "exec")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse::parse_duration, requires = "exec")]
     pub exec_time_limit: Option<Duration>,
     /// Most processes running at once across the server.
     #[arg(long, value_name = "N", default_value_t = capfs_wire::server::DEFAULT_MAX_PROCESSES)]

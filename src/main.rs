@@ -24,6 +24,7 @@ mod fail;
 mod listing;
 mod mcp;
 mod names;
+mod parse;
 mod paths;
 mod transfer;
 
@@ -347,7 +348,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let listen = if stdio {
         ServerConfig::default().listen
     } else {
-        server::parse_listen_url(&args.listen)
+        parse::parse_listen_url(&args.listen)
             .map_err(|e| Failure::usage(format!("--listen: {}", fail::reason(&e, ""))))?
     };
     let sandbox = build_sandbox(&args.root, &args.read_only)?;

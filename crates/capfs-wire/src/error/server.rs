@@ -26,24 +26,6 @@ pub(crate) fn empty_token() -> io::Error {
     invalid("the token is empty".to_string())
 }
 
-pub(crate) fn not_a_size(text: &str) -> io::Error {
-    invalid(format!(
-        "{text}: not a size: expected bytes with an optional K, M, G or T suffix, like 64M"
-    ))
-}
-
-pub(crate) fn not_a_duration(text: &str) -> io::Error {
-    invalid(format!(
-        "{text}: not a duration: expected seconds or a number with a unit, like 500ms or 10s"
-    ))
-}
-
-pub(crate) fn not_a_listen_url(url: &str) -> io::Error {
-    invalid(format!(
-        "{url}: expected a listen URL like ws://127.0.0.1:0"
-    ))
-}
-
 pub(crate) fn token_required(listen: SocketAddr) -> io::Error {
     io::Error::new(
         ErrorKind::PermissionDenied,

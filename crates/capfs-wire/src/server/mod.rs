@@ -26,7 +26,6 @@ mod listener;
 mod methods;
 mod narrow;
 mod outgoing;
-mod parse;
 mod process;
 mod range;
 mod reply;
@@ -47,7 +46,6 @@ pub use config::{
     DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
 pub use listener::Server;
-pub use parse::{parse_duration, parse_listen_url, parse_size};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
 /// The protocol state machine without a socket, for the fuzz targets (feature `fuzzing`); not
 /// a stable API.

@@ -1,5 +1,5 @@
-//! The parsers for the sizes, durations and listen URLs `capfs serve` takes on its command
-//! line.
+//! The parsers for the sizes, durations and listen URLs the command line takes, and their
+//! errors.
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,19 +13,15 @@ use std::time::Duration;
 ///
 /// `InvalidInput` for anything else (empty, negative, fractional, an unknown unit) and for a
 /// size that does not fit in 64 bits.
-///
-/// # Examples
-///
-/// ```
-/// use capfs_wire::server::parse_size;
-///
-/// assert_eq!(parse_size("512K").unwrap(), 512 * 1024);
-/// assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-/// assert_eq!(parse_size("100").unwrap(), 100);
-/// assert!(parse_size("1.5G").is_err());
-/// ```
-pub fn parse_size(text: &str) -> io::Result<u64> {
-    let bad = || crate::error::not_a_size(text);
+pub(crate) fn parse_size(text: &str) -> io::Result<u64> {
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{text}: not a size: expected bytes with an optional K, M, G or T suffix, like 64M"
+            ),
+        )
+    };
     let trimmed = text.trim();
     let digits_end = trimmed
         .find(|c: char| !c.is_ascii_digit())
@@ -52,23 +48,20 @@ pub fn parse_size(text: &str) -> io::Result<u64> {
 /// # Errors
 ///
 /// `InvalidInput` for anything else.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use capfs_wire::server::parse_duration;
-///
-/// assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
-/// assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-/// assert!(parse_duration("soon").is_err());
-/// ```
-pub fn parse_duration(text: &str) -> io::Result<Duration> {
+pub(crate) fn parse_duration(text: &str) -> io::Result<Duration> {
     let trimmed = text.trim();
     if let Ok(seconds) = trimmed.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    let bad = || crate::error::not_a_duration(text);
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{text}: not a duration: expected seconds or a number with a unit, like 500ms or \
+                 10s"
+            ),
+        )
+    };
     let parsed: jiff::SignedDuration = trimmed.parse().map_err(|_| bad())?;
     Duration::try_from(parsed).map_err(|_| bad())
 }
@@ -78,8 +71,13 @@ pub fn parse_duration(text: &str) -> io::Result<Duration> {
 /// # Errors
 ///
 /// `InvalidInput` for any other form.
-pub fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
-    let bad = || crate::error::not_a_listen_url(url);
+pub(crate) fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{url}: expected a listen URL like ws://127.0.0.1:0"),
+        )
+    };
     let rest = url.strip_prefix("ws://").ok_or_else(bad)?;
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let rest = rest.replacen("localhost:", "127.0.0.1:", 1);
@@ -147,7 +145,8 @@ mod tests {
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7_200));
-        for bad in ["", "-1", "-5s", "10 parsecs", "s"] {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        for bad in ["", "-1", "-5s", "10 parsecs", "s", "soon"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
