@@ -174,8 +174,9 @@ pub async fn run(target: &Target, args: ExecArgs) -> Result<(), Failure> {
                 }
             }
             Some(ProcessEvent::Exited(exit)) => code = Some(exit.code),
-            Some(ProcessEvent::Closed) => break,
-            None => break,
+            Some(ProcessEvent::Closed) | None => break,
+            // An event this client does not know has nothing to show.
+            Some(_) => {}
         }
     }
     input.abort();

@@ -213,8 +213,9 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let sources = expand_all(&paths).await?;
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
             let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
+            let options = CopyOptions::default().with_recursive(recursive);
             for (source, target) in sources.iter().zip(&targets) {
-                fs.copy(source, target, CopyOptions { recursive })
+                fs.copy(source, target, options)
                     .await
                     .map_err(|e| Failure::at_path("cannot copy", source, &e))?;
             }
@@ -229,9 +230,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let sources = expand_all(&paths).await?;
             let names: Vec<OsString> = sources.iter().map(|s| base_name(s.as_path())).collect();
             let targets = remote_destinations(fs, &resolver, &names, &destination).await?;
-            let options = RenameOptions {
-                overwrite: !no_clobber,
-            };
+            let options = RenameOptions::default().with_overwrite(!no_clobber);
             for (source, target) in sources.iter().zip(&targets) {
                 fs.rename(source, target, options)
                     .await
@@ -260,7 +259,10 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
                     }
                 };
                 for path in expanded {
-                    if let Err(e) = fs.remove(&path, RemoveOptions { recursive, force }).await {
+                    let options = RemoveOptions::default()
+                        .with_recursive(recursive)
+                        .with_force(force);
+                    if let Err(e) = fs.remove(&path, options).await {
                         failures.push(Failure::at_path("cannot remove", &path, &e));
                     }
                 }
@@ -271,7 +273,7 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
             let mut failures = Vec::new();
             for arg in &paths {
                 let path = resolver.path(arg)?;
-                let options = CreateDirectoryOptions { recursive: parents };
+                let options = CreateDirectoryOptions::default().with_recursive(parents);
                 if let Err(e) = fs.create_directory(&path, options).await {
                     failures.push(Failure::at_path("cannot create directory", &path, &e));
                 }
@@ -301,27 +303,26 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         std::sync::Arc::new(LocalFileSystem::with_read_limit(sandbox, args.read_limit));
     let max_message_bytes = usize::try_from(args.max_message_bytes)
         .map_err(|_| Failure::usage("--max-message-bytes is too large"))?;
-    let mut config = ServerConfig {
-        listen,
-        token,
-        max_message_bytes,
-        max_connections: args.max_connections,
-        max_in_flight: args.max_in_flight,
-        max_handshakes: args.max_handshakes,
-        handshake_timeout: args.handshake_timeout,
-        shutdown_timeout: args.shutdown_timeout,
-        max_blocking: args.max_blocking,
-        max_blocking_per_connection: args.max_blocking_per_connection,
-        stream_idle_timeout: args.stream_idle_timeout,
-        connection_threads: args.connection_threads(),
-        session_ttl: args.session_ttl,
-        max_outgoing_bytes: args.max_outgoing_bytes,
-        max_outgoing_bytes_per_connection: args.max_outgoing_bytes_per_connection,
-        max_processes: args.exec.max_processes,
-        max_processes_per_connection: args.exec.max_processes_per_connection,
-        audit: None,
-        processes: None,
-    };
+    let mut config = ServerConfig::default()
+        .with_listen(listen)
+        .with_token(token)
+        .with_max_message_bytes(max_message_bytes)
+        .with_max_connections(args.max_connections)
+        .with_max_in_flight(args.max_in_flight)
+        .with_max_handshakes(args.max_handshakes)
+        .with_handshake_timeout(args.handshake_timeout)
+        .with_shutdown_timeout(args.shutdown_timeout)
+        .with_max_blocking(args.max_blocking)
+        .with_max_blocking_per_connection(args.max_blocking_per_connection)
+        .with_stream_idle_timeout(args.stream_idle_timeout)
+        .with_connection_threads(args.connection_threads())
+        .with_session_ttl(args.session_ttl)
+        .with_max_outgoing_bytes(args.max_outgoing_bytes)
+        .with_max_outgoing_bytes_per_connection(args.max_outgoing_bytes_per_connection)
+        .with_max_processes(args.exec.max_processes)
+        .with_max_processes_per_connection(args.exec.max_processes_per_connection)
+        .with_audit(None)
+        .with_processes(None);
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
         .validate()

@@ -37,20 +37,16 @@ impl Opener {
             .endpoint(!roots.is_empty())
             .map_err(Failure::usage)?
             .ok_or_else(|| Failure::usage(nothing))?;
-        let options = RemoteOptions {
-            connect_timeout: connection.connect_timeout,
-            ..RemoteOptions::default()
-        }
-        .with_call_timeout(connection.call_timeout)
-        .with_stream_idle_timeout(connection.stream_idle_timeout)
-        .with_max_message_bytes(connection.max_message_bytes);
+        let options = RemoteOptions::default()
+            .with_connect_timeout(connection.connect_timeout)
+            .with_call_timeout(connection.call_timeout)
+            .with_stream_idle_timeout(connection.stream_idle_timeout)
+            .with_max_message_bytes(connection.max_message_bytes);
         // A command's server is reached through its own pipes: no token and no certificates.
         let options = match endpoint {
-            Endpoint::Url(_) => RemoteOptions {
-                token: read_token(connection.token_file.as_deref())?,
-                ca_file: connection.ca_file.clone(),
-                ..options
-            },
+            Endpoint::Url(_) => options
+                .with_token(read_token(connection.token_file.as_deref())?)
+                .with_ca_file(connection.ca_file.clone()),
             Endpoint::Command(_) | Endpoint::Local => options,
         };
         // Directories given beside a server name paths on the server, not roots here.

@@ -67,7 +67,7 @@ pub fn parse_duration(text: &str) -> io::Result<Duration> {
 /// # Errors
 ///
 /// `InvalidInput` for any other form.
-pub fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
+pub(crate) fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
     let bad = || {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -188,7 +188,8 @@ mod tests {
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7_200));
-        for bad in ["", "-1", "-5s", "10 parsecs", "s"] {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        for bad in ["", "-1", "-5s", "10 parsecs", "s", "soon"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

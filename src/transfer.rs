@@ -193,14 +193,13 @@ async fn put_file(
     let mut input = Source::open(source)
         .await
         .map_err(|e| Failure::at("cannot open local file", &shown, &e))?;
-    let write_options = WriteOptions {
-        mode: input.mode,
-        modified_at_ms: if options.preserve {
+    let write_options = WriteOptions::default()
+        .with_mode(input.mode)
+        .with_modified_at_ms(if options.preserve {
             input.modified_at_ms
         } else {
             None
-        },
-    };
+        });
     let base = progress.bytes;
     let bar = progress.bar.clone();
     let written = fs
@@ -400,9 +399,12 @@ pub async fn put(
             match node {
                 Node::Directory { rel, .. } => {
                     let remote = destination.join(&rel).expect("relative names hold no NUL");
-                    fs.create_directory(&remote, CreateDirectoryOptions { recursive: true })
-                        .await
-                        .map_err(|e| Failure::at_path("cannot create directory", &remote, &e))?;
+                    fs.create_directory(
+                        &remote,
+                        CreateDirectoryOptions::default().with_recursive(true),
+                    )
+                    .await
+                    .map_err(|e| Failure::at_path("cannot create directory", &remote, &e))?;
                 }
                 Node::File { rel, .. } => {
                     let remote = destination.join(&rel).expect("relative names hold no NUL");

@@ -189,13 +189,7 @@ fuzz_target!(|data: &[u8]| {
     let fixture = fixture();
     let (frames, reads) = frames(data, &fixture.root);
     let outside_before = outside_state(&fixture.outside);
-    let config = ServerConfig {
-        max_in_flight: 4,
-        max_blocking_per_connection: 2,
-        max_message_bytes: 512 * 1024,
-        stream_idle_timeout: Duration::from_millis(50),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_in_flight(4).with_max_blocking_per_connection(2).with_max_message_bytes(512 * 1024).with_stream_idle_timeout(Duration::from_millis(50));
     fixture.runtime.block_on(async {
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let server = serve_byte_stream(

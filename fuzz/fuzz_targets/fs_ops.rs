@@ -354,9 +354,7 @@ async fn run(fixture: &Fixture, op: &Op) {
             }
         }
         Op::CreateDirectory(spec, recursive) => {
-            let options = CreateDirectoryOptions {
-                recursive: *recursive,
-            };
+            let options = CreateDirectoryOptions::default().with_recursive(*recursive);
             match target(fixture, spec) {
                 Some(Target::Inside(p)) => drop(fs.create_directory(&p, options).await),
                 Some(Target::Outside(p)) if within_top(&p) => {
@@ -366,10 +364,7 @@ async fn run(fixture: &Fixture, op: &Op) {
             }
         }
         Op::Remove(spec, recursive, force) => {
-            let options = RemoveOptions {
-                recursive: *recursive,
-                force: *force,
-            };
+            let options = RemoveOptions::default().with_recursive(*recursive).with_force(*force);
             match target(fixture, spec) {
                 Some(Target::Inside(p)) => drop(fs.remove(&p, options).await),
                 Some(Target::Outside(p)) if within_top(&p) => {
@@ -379,9 +374,7 @@ async fn run(fixture: &Fixture, op: &Op) {
             }
         }
         Op::Copy(from, to, recursive) => {
-            let options = CopyOptions {
-                recursive: *recursive,
-            };
+            let options = CopyOptions::default().with_recursive(*recursive);
             if let (Some(from), Some(to)) = (target(fixture, from), target(fixture, to)) {
                 two_paths(fixture, from, to, |a, b| async move {
                     fs.copy(&a, &b, options).await
@@ -390,9 +383,7 @@ async fn run(fixture: &Fixture, op: &Op) {
             }
         }
         Op::Rename(from, to, overwrite) => {
-            let options = RenameOptions {
-                overwrite: *overwrite,
-            };
+            let options = RenameOptions::default().with_overwrite(*overwrite);
             if let (Some(from), Some(to)) = (target(fixture, from), target(fixture, to)) {
                 two_paths(fixture, from, to, |a, b| async move {
                     fs.rename(&a, &b, options).await

@@ -11,11 +11,11 @@ use capfs::{
     FileSystemResult, ReadDirectoryEntry, RemoveOptions, RenameOptions, Walk, WalkOptions,
 };
 use capfs_wire::protocol::{
-    CAPFS_READ_FILE_RANGE_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WALK_METHOD, ErrorObject,
-    FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
-    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, error_kind_name,
+    CAPFS_READ_FILE_RANGE_METHOD, CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WALK_METHOD, FS_COPY_METHOD,
+    FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD,
+    FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
 };
-use capfs_wire::server::{AuditLog, AuditRecord, OUTCOME_OK};
+use capfs_wire::server::{AuditLog, AuditRecord};
 
 /// The peer every line names.
 const PEER: &str = "mcp";
@@ -36,31 +36,15 @@ impl Audited {
         bytes: u64,
     ) {
         let paths: Vec<String> = paths.iter().map(ToString::to_string).collect();
-        let (outcome, code, error) = match result {
-            Ok(_) => (OUTCOME_OK, None, None),
-            Err(e) => {
-                // Cut with a marker when the line is written, as `serve` cuts its own.
-                let reply = ErrorObject::from_io(e);
-                (
-                    error_kind_name(e.kind()),
-                    Some(reply.code),
-                    Some(reply.message),
-                )
-            }
-        };
-        self.log.record(&AuditRecord {
-            time: format!("{:.3}", jiff::Timestamp::now()),
-            connection: 1,
-            peer: PEER,
+        self.log.record(&AuditRecord::of_call(
+            1,
+            PEER,
             method,
-            paths: &paths,
-            outcome,
-            denied: outcome == error_kind_name(std::io::ErrorKind::PermissionDenied),
-            code,
-            error,
-            bytes: if result.is_ok() { bytes } else { 0 },
-            micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        });
+            &paths,
+            result.as_ref().map(|_| ()),
+            if result.is_ok() { bytes } else { 0 },
+            started.elapsed(),
+        ));
     }
 }
 

@@ -105,7 +105,10 @@ impl Tools<'_> {
     async fn create_directory(&self, a: PathArgs) -> ToolResult {
         let path = self.resolve_writable(&a.path, "create_directory")?;
         self.fs
-            .create_directory(&path, CreateDirectoryOptions { recursive: true })
+            .create_directory(
+                &path,
+                CreateDirectoryOptions::default().with_recursive(true),
+            )
             .await
             .map_err(|e| at_path(&path, e))?;
         Ok(Output::Text(format!(
@@ -118,7 +121,11 @@ impl Tools<'_> {
         let source = self.resolve_writable(&a.source, "move_file")?;
         let destination = self.resolve_writable(&a.destination, "move_file")?;
         self.fs
-            .rename(&source, &destination, RenameOptions { overwrite: false })
+            .rename(
+                &source,
+                &destination,
+                RenameOptions::default().with_overwrite(false),
+            )
             .await
             .map_err(|e| at_path(&source, e))?;
         Ok(Output::Text(format!(

@@ -37,14 +37,14 @@ impl Allowed {
     }
 
     pub(crate) fn description(&self) -> RootDescription {
-        RootDescription {
-            path: self.path.clone(),
-            access: if self.read_only {
+        RootDescription::new(
+            self.path.clone(),
+            if self.read_only {
                 RootAccess::ReadOnly
             } else {
                 RootAccess::ReadWrite
             },
-        }
+        )
     }
 }
 
@@ -204,10 +204,7 @@ pub(crate) async fn remote_configured(
     }
     let wanted: Vec<RootDescription> = asked
         .iter()
-        .map(|p| RootDescription {
-            path: p.clone(),
-            access: RootAccess::ReadWrite,
-        })
+        .map(|p| RootDescription::new(p.clone(), RootAccess::ReadWrite))
         .collect();
     let results = remote.narrow_connection(&wanted).await?;
     let mut all: Vec<Allowed> = Vec::new();

@@ -137,13 +137,13 @@ impl Views {
     ) -> io::Result<View> {
         let wanted: Vec<RootDescription> = dirs
             .iter()
-            .map(|(path, read_only)| RootDescription {
-                path: path.clone(),
-                access: if *read_only {
+            .map(|(path, read_only)| {
+                let access = if *read_only {
                     RootAccess::ReadOnly
                 } else {
                     RootAccess::ReadWrite
-                },
+                };
+                RootDescription::new(path.clone(), access)
             })
             .collect();
         let (fs, results): (

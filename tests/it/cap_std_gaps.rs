@@ -16,10 +16,7 @@ use crate::common::{
 use capfs::{Access, CopyOptions, RemoveOptions};
 use test_case::test_case;
 
-const RECURSIVE_FORCE: RemoveOptions = RemoveOptions {
-    recursive: true,
-    force: true,
-};
+const RECURSIVE_FORCE: RemoveOptions = RemoveOptions::new().with_recursive(true).with_force(true);
 
 /// cap-std's `remove_dir_all` on a root-equivalent path wipes the root. capfs refuses every
 /// spelling, with every option, and touches nothing inside.
@@ -36,7 +33,9 @@ async fn root_removal_is_refused_in_every_spelling(remote: bool) {
         let path = env.p(spelling);
         assert_eq!(path, env.ws, "{spelling} is the root");
         for (recursive, force) in [(true, true), (true, false), (false, true), (false, false)] {
-            let options = RemoveOptions { recursive, force };
+            let options = RemoveOptions::default()
+                .with_recursive(recursive)
+                .with_force(force);
             let err = env.fs.remove(&path, options).await.unwrap_err();
             assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{spelling}: {err}");
         }
@@ -82,8 +81,11 @@ async fn copy_onto_itself_is_refused_and_the_file_kept(remote: bool) {
     // The other direction: the hard link as the source, the original as the destination.
     let err = within(
         "hard -> f",
-        env.fs
-            .copy(&env.p("hard"), &env.p("f"), CopyOptions { recursive: true }),
+        env.fs.copy(
+            &env.p("hard"),
+            &env.p("f"),
+            CopyOptions::default().with_recursive(true),
+        ),
     )
     .await
     .unwrap_err();
@@ -168,7 +170,7 @@ async fn fifo_read_and_copy_fail_at_once(remote: bool) {
         env.fs.copy(
             &env.p("tree"),
             &env.p("tree2"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         ),
     )
     .await
@@ -196,8 +198,11 @@ async fn self_and_parent_links_are_not_followed_by_recursive_ops(remote: bool) {
 
     within(
         "copy",
-        env.fs
-            .copy(&env.p("t"), &env.p("t2"), CopyOptions { recursive: true }),
+        env.fs.copy(
+            &env.p("t"),
+            &env.p("t2"),
+            CopyOptions::default().with_recursive(true),
+        ),
     )
     .await
     .unwrap();
@@ -254,7 +259,7 @@ async fn very_deep_tree_is_removed_and_copy_stops_at_its_limit(remote: bool) {
         env.fs.copy(
             &env.p("deep"),
             &env.p("copy"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         ),
     )
     .await
@@ -298,7 +303,7 @@ async fn thousand_level_tree_is_copied_whole(remote: bool) {
         env.fs.copy(
             &env.p("deep"),
             &env.p("copy"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         ),
     )
     .await

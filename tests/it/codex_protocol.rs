@@ -134,10 +134,7 @@ async fn uris_and_plain_paths_name_the_same_files_with_each_generations_codes() 
 #[tokio::test]
 async fn sessions_are_given_and_taken_back_within_the_ttl() {
     let env = env(false).await;
-    let config = ServerConfig {
-        session_ttl: Duration::from_secs(600),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_session_ttl(Duration::from_secs(600));
     let server = InProcessServer::start(env.fs.clone(), config).await;
     let mut first = RawPeer::connect(&server.url).await;
     let reply = first
@@ -173,10 +170,7 @@ async fn sessions_are_given_and_taken_back_within_the_ttl() {
 #[tokio::test]
 async fn an_expired_session_is_unknown() {
     let env = env(false).await;
-    let config = ServerConfig {
-        session_ttl: Duration::from_millis(1),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_session_ttl(Duration::from_millis(1));
     let server = InProcessServer::start(env.fs.clone(), config).await;
     let mut first = RawPeer::connect(&server.url).await;
     let reply = first

@@ -48,7 +48,7 @@ async fn writes_and_copies_clear_setuid_and_setgid(remote: bool) {
         .copy(
             &env.p("tree"),
             &env.p("tree2"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         )
         .await
         .unwrap();
@@ -122,7 +122,7 @@ async fn a_sparse_file_copied_stays_sparse(remote: bool) {
         .copy(
             &env.p("dir"),
             &env.p("dir2"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         )
         .await
         .unwrap();

@@ -57,13 +57,19 @@ async fn mutations_through_a_link_into_a_read_only_root(fs: &dyn ExecutorFileSys
     let results = [
         (
             "create_directory",
-            fs.create_directory(&p("link/a"), CreateDirectoryOptions { recursive: false })
-                .await,
+            fs.create_directory(
+                &p("link/a"),
+                CreateDirectoryOptions::default().with_recursive(false),
+            )
+            .await,
         ),
         (
             "create_directory recursive",
-            fs.create_directory(&p("link/b/c"), CreateDirectoryOptions { recursive: true })
-                .await,
+            fs.create_directory(
+                &p("link/b/c"),
+                CreateDirectoryOptions::default().with_recursive(true),
+            )
+            .await,
         ),
         (
             "write_file",

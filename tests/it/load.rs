@@ -307,12 +307,11 @@ async fn well_behaved(url: &str, dir: &std::path::Path, rounds: usize) -> Latenc
         assert_eq!(read, data);
         timed("getMetadata", &mut latencies, fs.get_metadata(&file)).await;
         timed("readDirectory", &mut latencies, fs.read_directory(&base)).await;
-        let options = CopyOptions { recursive: false };
+        let options = CopyOptions::default().with_recursive(false);
         timed("copy", &mut latencies, fs.copy(&file, &copy, options)).await;
-        let options = RemoveOptions {
-            recursive: false,
-            force: false,
-        };
+        let options = RemoveOptions::default()
+            .with_recursive(false)
+            .with_force(false);
         timed("remove", &mut latencies, fs.remove(&copy, options)).await;
     }
     Latencies(latencies)

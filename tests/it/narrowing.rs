@@ -38,10 +38,7 @@ fn at(base: &Path, rel: &str) -> AbsolutePathBuf {
 }
 
 fn rw(path: AbsolutePathBuf) -> RootDescription {
-    RootDescription {
-        path,
-        access: RootAccess::ReadWrite,
-    }
+    RootDescription::new(path, RootAccess::ReadWrite)
 }
 
 #[tokio::test]
@@ -94,10 +91,7 @@ async fn narrowing_names_roots_by_their_real_path_and_never_widens() {
         .narrowed(&[
             rw(at(&base, "alias")),
             rw(at(&base, "ws/sub")),
-            RootDescription {
-                path: at(&base, "ws/ro"),
-                access: RootAccess::ReadWrite,
-            },
+            RootDescription::new(at(&base, "ws/ro"), RootAccess::ReadWrite),
             rw(at(&base, "ws/out")),
             rw(at(&base, "nowhere")),
         ])

@@ -71,6 +71,7 @@ async fn run(processes: &dyn ExecutorProcesses, request: ProcessRequest) -> (Vec
                 code = Some(exit.code);
             }
             ProcessEvent::Closed => break,
+            other => panic!("an event this test does not know: {other:?}"),
         }
     }
     (stdout, code.expect("an exit before the close"))

@@ -66,10 +66,7 @@ async fn a_process_outlives_its_connection_and_talks_to_the_resumed_one() {
 #[tokio::test]
 async fn a_process_whose_session_is_not_resumed_within_the_ttl_is_ended() {
     let env = env(false).await;
-    let config = ServerConfig {
-        session_ttl: Duration::from_millis(200),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_session_ttl(Duration::from_millis(200));
     let (server, processes) = serve(&env, config).await;
     let (peer, session) = ready_with_session(&server.url).await;
     let mut peer = Peer::new(peer);
@@ -121,10 +118,7 @@ fn rss_bytes() -> u64 {
 async fn a_client_that_never_reads_stalls_its_process_not_the_server() {
     const GIB: u64 = 1 << 30;
     let env = env(false).await;
-    let config = ServerConfig {
-        max_outgoing_bytes_per_connection: 4 << 20,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_outgoing_bytes_per_connection(4 << 20);
     let (server, processes) = serve(&env, config).await;
     let mut peer = Peer::ready(&server.url).await;
     let before = rss_bytes();
@@ -301,10 +295,7 @@ impl std::io::Write for Lines {
 async fn every_start_and_end_has_an_audit_line() {
     let env = env(false).await;
     let lines = Lines::default();
-    let config = ServerConfig {
-        audit: Some(AuditLog::to_writer(lines.clone())),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_audit(Some(AuditLog::to_writer(lines.clone())));
     let (server, _processes) = serve(&env, config).await;
     let mut peer = Peer::ready(&server.url).await;
     peer.request("process/start", start(&env, "a", &["sh", "-c", "exit 4"]))

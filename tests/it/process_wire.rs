@@ -270,11 +270,9 @@ async fn without_processes_every_process_method_is_method_not_found() {
 #[tokio::test]
 async fn a_thousand_starts_at_once_are_all_answered_and_the_connection_keeps_flowing() {
     let env = env(false).await;
-    let config = ServerConfig {
-        max_processes: 32,
-        max_processes_per_connection: 16,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default()
+        .with_max_processes(32)
+        .with_max_processes_per_connection(16);
     let (server, _processes) = serve(&env, config).await;
     let mut peer = Peer::ready(&server.url).await;
     for i in 0..1000 {

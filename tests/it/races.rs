@@ -111,10 +111,9 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recursive_remove_under_exchange_attack(remote: bool) {
     let env = env(remote).await;
-    let options = RemoveOptions {
-        recursive: true,
-        force: false,
-    };
+    let options = RemoveOptions::default()
+        .with_recursive(true)
+        .with_force(false);
     let (rounds, removed) = race(&env, |round| {
         let (fs, path) = (Arc::clone(&env.fs), env.p(&format!("v{round}")));
         async move { fs.remove(&path, options).await.is_ok() }
@@ -132,7 +131,7 @@ async fn recursive_copy_under_exchange_attack(remote: bool) {
         let fs = Arc::clone(&env.fs);
         let (src, dst) = (env.p(&format!("v{round}")), env.p(&format!("dst{round}")));
         async move {
-            fs.copy(&src, &dst, CopyOptions { recursive: true })
+            fs.copy(&src, &dst, CopyOptions::default().with_recursive(true))
                 .await
                 .is_ok()
         }

@@ -62,10 +62,7 @@ async fn a_range_whose_reply_passes_the_message_limit_is_refused_before_it_is_re
     let path = sandbox.roots()[0].path().join("f").unwrap();
     let fs: std::sync::Arc<dyn capfs::ExecutorFileSystem> =
         std::sync::Arc::new(capfs::LocalFileSystem::new(sandbox));
-    let config = capfs_wire::server::ServerConfig {
-        max_message_bytes: 4096,
-        ..capfs_wire::server::ServerConfig::default()
-    };
+    let config = capfs_wire::server::ServerConfig::default().with_max_message_bytes(4096);
     let server = crate::common::InProcessServer::start(fs, config).await;
     let remote =
         capfs_wire::RemoteFileSystem::connect(&server.url, capfs_wire::RemoteOptions::default())

@@ -76,7 +76,7 @@ async fn a_special_file_is_looked_at_without_being_opened(kind: FileType, remote
         .copy(
             &env.p("tree"),
             &env.p("tree2"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         )
         .await
         .unwrap();
@@ -105,7 +105,7 @@ async fn mkdir_p_follows_an_absolute_link_to_a_directory_inside_the_root(remote:
     let env = env(remote).await;
     env.mkdir("target");
     env.symlink("abs", env.ws_host("target"));
-    let recursive = CreateDirectoryOptions { recursive: true };
+    let recursive = CreateDirectoryOptions::default().with_recursive(true);
 
     assert!(
         env.fs

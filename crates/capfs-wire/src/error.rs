@@ -1,9 +1,19 @@
-//! Every error the wire builds itself: bounds of streams and replies, and what only a peer can
-//! report. The file system's own errors are the library's ([`capfs::error`]).
+//! Every error the wire builds itself, one constructor each with its message: bounds of streams
+//! and replies and the transport's failures here, the client's in `error/remote.rs`, the
+//! server's in `error/server.rs` and those of file handles and watches in `error/handles.rs`.
+//! The file system's own errors are the library's ([`capfs::error`]).
 
+use std::fmt::Display;
 use std::io::{self, ErrorKind};
 
 use capfs::AbsolutePathBuf;
+
+mod handles;
+mod remote;
+mod server;
+pub(crate) use handles::*;
+pub(crate) use remote::*;
+pub(crate) use server::*;
 
 /// A resolution that met more links than the kernel follows (`ELOOP`).
 pub(crate) fn too_many_links(path: &AbsolutePathBuf) -> io::Error {
@@ -49,15 +59,20 @@ pub(crate) fn reply_too_large(path: &AbsolutePathBuf, limit: usize, method: &str
     )
 }
 
-/// The client went away before a stream it asked for was carried.
-pub(crate) fn client_gone() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
+/// An error of the OS prefixed with what it concerns (a file, a URL, a command), its kind kept.
+pub(crate) fn prefixed(what: impl Display, err: &io::Error) -> io::Error {
+    io::Error::new(err.kind(), format!("{what}: {err}"))
 }
 
-/// The connection closed while a streamed write still expected data.
-pub(crate) fn stream_cut() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "the connection closed before the data stream ended",
-    )
+/// A write to the socket that the kernel would block, to try again when it is writable.
+pub(crate) fn would_block() -> io::Error {
+    io::ErrorKind::WouldBlock.into()
+}
+
+pub(crate) fn socket_wrote_nothing() -> io::Error {
+    io::Error::from(ErrorKind::WriteZero)
+}
+
+pub(crate) fn websocket_writer_failed() -> io::Error {
+    io::Error::new(ErrorKind::BrokenPipe, "the WebSocket's writer failed")
 }

@@ -74,6 +74,9 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+#[macro_use]
+mod setters;
+
 mod environment;
 mod error;
 pub mod protocol;

@@ -171,10 +171,7 @@ async fn stopping_the_server_fails_the_client_with_broken_pipe() {
 #[tokio::test]
 async fn a_limit_out_of_range_is_refused_before_anything_runs() {
     let tree = tree();
-    let config = ServerConfig {
-        max_in_flight: 0,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_in_flight(0);
     let local = LocalFileSystem::new(sandbox(&tree));
     let err = pair(Arc::new(local), config).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
@@ -185,10 +182,7 @@ async fn processes_are_served_over_the_pair_and_end_with_it() {
     let tree = tree();
     let policy = ProcessPolicy::default().unconfined();
     let processes = LocalProcesses::new(sandbox(&tree), policy).unwrap();
-    let config = ServerConfig {
-        processes: Some(ServedProcesses(Arc::new(processes))),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_processes(Some(ServedProcesses(Arc::new(processes))));
     let (fs, server) = paired(&tree, config).await;
     let remote = fs.processes().expect("the server serves processes");
     let mut request = ProcessRequest::new(
@@ -205,6 +199,7 @@ async fn processes_are_served_over_the_pair_and_end_with_it() {
                 ProcessEvent::Output { bytes, .. } => output.extend(bytes),
                 ProcessEvent::Exited(exit) => exited = Some(exit),
                 ProcessEvent::Closed => break,
+                other => panic!("an event this test does not know: {other:?}"),
             }
         }
     };

@@ -1,8 +1,6 @@
 //! Generated-image artifacts: where an image produced by a tool call is stored, and how it is
 //! written (through an [`ExecutorFileSystem`], so it is confined like every other write).
 
-use std::io;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -67,12 +65,9 @@ pub async fn save_image_generation_result(
     call_id: &str,
     result: &str,
 ) -> FileSystemResult<AbsolutePathBuf> {
-    let bytes = STANDARD.decode(result.trim()).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("image generation result is not valid base64: {e}"),
-        )
-    })?;
+    let bytes = STANDARD
+        .decode(result.trim())
+        .map_err(|e| crate::error::artifact_not_base64(&e))?;
     let path = image_generation_artifact_path(home, session_id, call_id);
     if let Some(parent) = path.parent() {
         fs.create_directory(&parent, CreateDirectoryOptions { recursive: true })

@@ -10,14 +10,17 @@
 //! an error they report for the same situation then reads and matches as the local backend's.
 
 use std::io::{self, ErrorKind};
+use std::path::Path;
 
 use crate::path::AbsolutePathBuf;
 
 mod denial;
+mod process;
 pub use denial::denied_from_message;
 pub use denial::{Denial, denial, raw_os_error};
 use denial::{Denied, WithPath};
 pub(crate) use denial::{is_escape, unnamed_escape};
+pub(crate) use process::*;
 
 /// Message of a directory copy without `recursive`.
 pub const COPY_DIRECTORY_NEEDS_RECURSIVE: &str =
@@ -160,5 +163,77 @@ pub(crate) fn invalid_glob(pattern: &str, err: &globset::Error) -> io::Error {
     io::Error::new(
         ErrorKind::InvalidInput,
         format!("{pattern}: invalid glob: {reason}"),
+    )
+}
+
+/// An error of the OS about a host path (a root being opened), prefixed with that path; the
+/// kind is kept, the error itself is not (the path is not yet a sandbox path).
+pub(crate) fn at_host_path(path: &Path, err: &io::Error) -> io::Error {
+    io::Error::new(err.kind(), format!("{}: {err}", path.display()))
+}
+
+pub(crate) fn already_a_root(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::new(
+        ErrorKind::AlreadyExists,
+        format!("{path}: already a sandbox root"),
+    )
+}
+
+/// A directory created where an entry already is, or a link made over a root.
+pub(crate) fn exists(path: &AbsolutePathBuf) -> io::Error {
+    with_path(path, io::Error::from(ErrorKind::AlreadyExists))
+}
+
+/// A root's link text asked for: a root is never a link.
+pub(crate) fn root_is_not_a_link(path: &AbsolutePathBuf) -> io::Error {
+    with_path(path, io::Error::from(ErrorKind::InvalidInput))
+}
+
+/// A link copied over a directory, as the OS refuses it (the caller names the path).
+pub(crate) fn link_over_directory() -> io::Error {
+    io::Error::from(ErrorKind::IsADirectory)
+}
+
+pub(crate) fn exists_not_directory(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::new(
+        ErrorKind::AlreadyExists,
+        format!("{path}: exists and is not a directory"),
+    )
+}
+
+pub(crate) fn rename_across_roots(path: &AbsolutePathBuf) -> io::Error {
+    io::Error::new(
+        ErrorKind::CrossesDevices,
+        format!("{path}: cannot rename across sandbox roots"),
+    )
+}
+
+pub(crate) fn too_many_temporaries() -> io::Error {
+    io::Error::new(ErrorKind::AlreadyExists, "too many temporary files exist")
+}
+
+/// A blocking-pool task of the local backend that panicked or was cancelled.
+pub(crate) fn task_failed(err: &tokio::task::JoinError) -> io::Error {
+    io::Error::other(format!("file system task failed: {err}"))
+}
+
+/// What the sink of a range read by streaming returns once it holds the range, to stop the
+/// stream.
+pub(crate) fn range_read() -> io::Error {
+    io::Error::other("the range is read")
+}
+
+/// The default of `narrowed`, for a file system that cannot narrow.
+pub(crate) fn narrowing_unsupported() -> io::Error {
+    io::Error::new(
+        ErrorKind::Unsupported,
+        "this file system cannot narrow its roots",
+    )
+}
+
+pub(crate) fn artifact_not_base64(err: &base64::DecodeError) -> io::Error {
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("image generation result is not valid base64: {err}"),
     )
 }

@@ -1,127 +1,31 @@
-//! The `ExecutorFileSystem` trait and the option and metadata types it uses.
+//! The `ExecutorFileSystem` trait, and its default implementations that take more than a line:
+//! each is built from the trait's other methods, so any backend gets it, and is public for a
+//! backend that overrides one to fall back to it (`capfs::defaults`).
+
+use std::io;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use std::path::PathBuf;
 
 use crate::path::AbsolutePathBuf;
 use crate::roots::RootDescription;
 pub use crate::walk::{
     WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions,
 };
+use crate::walk::{WalkFilter, raw_child, walk_child};
 
-pub mod defaults;
-use defaults::{range_by_streaming, walk_by_listing};
+mod options;
+pub use options::{
+    CopyOptions, CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry, RemoveOptions,
+    RenameOptions, WriteOptions,
+};
 
 /// Every operation returns a plain `std::io::Result`: callers match on `io::ErrorKind`, and both
 /// backends give the same kind for the same situation.
 pub type FileSystemResult<T> = std::io::Result<T>;
-
-/// Options of [`ExecutorFileSystem::create_directory`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CreateDirectoryOptions {
-    /// Create missing parents too, and succeed when the directory already exists.
-    pub recursive: bool,
-}
-
-impl Default for CreateDirectoryOptions {
-    fn default() -> Self {
-        Self { recursive: true }
-    }
-}
-
-/// Options of [`ExecutorFileSystem::remove`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoveOptions {
-    /// Remove a directory together with everything inside it.
-    pub recursive: bool,
-    /// Succeed when the path does not exist.
-    pub force: bool,
-}
-
-impl Default for RemoveOptions {
-    fn default() -> Self {
-        Self {
-            recursive: true,
-            force: true,
-        }
-    }
-}
-
-/// Options of [`ExecutorFileSystem::copy`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CopyOptions {
-    /// Required to copy a directory (and everything inside it).
-    pub recursive: bool,
-}
-
-/// Options of [`ExecutorFileSystem::rename`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RenameOptions {
-    /// Replace an existing destination; when false, an existing destination is `AlreadyExists`.
-    pub overwrite: bool,
-}
-
-/// How a written file ends up on disk: options of [`ExecutorFileSystem::write_file_from`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteOptions {
-    /// Permission bits to give the file (at most 0o777: setuid, setgid and sticky are never
-    /// applied). None: an existing file keeps its bits, a new one gets the default.
-    pub mode: Option<u32>,
-    /// Modification time in ms since the Unix epoch. None: the time of the write.
-    pub modified_at_ms: Option<i64>,
-}
-
-/// What [`ExecutorFileSystem::get_metadata`] reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FileMetadata {
-    /// The path (after following symlinks inside the root) is a directory.
-    pub is_directory: bool,
-    /// The path (after following symlinks inside the root) is a regular file.
-    pub is_file: bool,
-    /// The path itself is a symlink.
-    pub is_symlink: bool,
-    /// Size in bytes of the resolved file.
-    pub size: u64,
-    /// Creation time in milliseconds since the Unix epoch, 0 when unknown.
-    pub created_at_ms: i64,
-    /// Modification time in milliseconds since the Unix epoch, 0 when unknown.
-    pub modified_at_ms: i64,
-    /// Permission bits of the resolved file (`0o7777` at most), 0 when unknown.
-    pub mode: u32,
-}
-
-/// One entry of [`ExecutorFileSystem::read_directory`]; types are those of the entry itself
-/// (symlinks are not followed).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadDirectoryEntry {
-    /// The entry's name (non-UTF-8 bytes replaced by U+FFFD: see `lossy_name`).
-    pub file_name: String,
-    /// The entry is a directory.
-    pub is_directory: bool,
-    /// The entry is a regular file.
-    pub is_file: bool,
-    /// The entry is a symlink.
-    pub is_symlink: bool,
-    /// The name on disk is not valid UTF-8, so `file_name` is a lossy rendering that names
-    /// another entry or none: joined to its directory it does not reach this entry. The server
-    /// leaves such entries out of remote listings (and says how many it left out).
-    pub lossy_name: bool,
-    /// The name's exact bytes when they are not UTF-8 (`lossy_name`), as a local listing
-    /// found them; `None` when `file_name` is exact. [`name`](Self::name) gives either.
-    pub raw_name: Option<std::ffi::OsString>,
-}
-
-impl ReadDirectoryEntry {
-    /// The exact name: joined to its directory, it reaches this entry (unlike `file_name` when
-    /// `lossy_name` is set).
-    pub fn name(&self) -> &std::ffi::OsStr {
-        self.raw_name
-            .as_deref()
-            .unwrap_or_else(|| std::ffi::OsStr::new(&self.file_name))
-    }
-}
 
 /// What [`ExecutorFileSystem::narrowed`] returns.
 #[non_exhaustive]
@@ -150,10 +54,7 @@ impl std::fmt::Debug for Narrowed {
 pub trait ExecutorFileSystem: Send + Sync {
     /// Reads a whole regular file.
     ///
-    /// # Errors
-    ///
-    /// `NotFound`; `IsADirectory`; `InvalidInput` for a special file or a file over the read limit
-    /// (`file is too large to read: limit is {N} bytes`); `PermissionDenied` for an escape.
+    /// Errors: the [semantics table](crate#semantics).
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>>;
 
     /// The largest file [`read_file`](Self::read_file) returns, when this file system has such a
@@ -263,17 +164,12 @@ pub trait ExecutorFileSystem: Send + Sync {
 
     /// Replaces the file's contents atomically (temporary file in the same directory, then rename).
     ///
-    /// # Errors
-    ///
-    /// `NotFound` when the parent is missing; `IsADirectory`; `PermissionDenied` for an escape or a
-    /// read-only root.
+    /// Errors: the [semantics table](crate#semantics).
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()>;
 
     /// Creates a directory (and its parents when `recursive`).
     ///
-    /// # Errors
-    ///
-    /// `AlreadyExists` (non-recursive on an existing path); `NotFound` (missing parent).
+    /// Errors: the [semantics table](crate#semantics).
     async fn create_directory(
         &self,
         path: &AbsolutePathBuf,
@@ -282,16 +178,12 @@ pub trait ExecutorFileSystem: Send + Sync {
 
     /// Reports the type, size and times of a path, following symlinks inside the root.
     ///
-    /// # Errors
-    ///
-    /// `NotFound`; `PermissionDenied` for an escape.
+    /// Errors: the [semantics table](crate#semantics).
     async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata>;
 
     /// Lists a directory, one entry per name, in readdir order.
     ///
-    /// # Errors
-    ///
-    /// `NotFound`; `NotADirectory`.
+    /// Errors: the [semantics table](crate#semantics).
     async fn read_directory(
         &self,
         path: &AbsolutePathBuf,
@@ -299,17 +191,12 @@ pub trait ExecutorFileSystem: Send + Sync {
 
     /// Removes a file, a symlink (the link itself) or a directory (`recursive` for a non-empty one).
     ///
-    /// # Errors
-    ///
-    /// `DirectoryNotEmpty`; `NotFound` unless `force`; `PermissionDenied` for a root.
+    /// Errors: the [semantics table](crate#semantics).
     async fn remove(&self, path: &AbsolutePathBuf, options: RemoveOptions) -> FileSystemResult<()>;
 
     /// Copies a file, a symlink (as a link) or, with `recursive`, a directory tree.
     ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for a directory without `recursive`, a copy into itself or a descendant, a
-    /// special file, or a file onto itself.
+    /// Errors: the [semantics table](crate#semantics).
     async fn copy(
         &self,
         source: &AbsolutePathBuf,
@@ -319,10 +206,7 @@ pub trait ExecutorFileSystem: Send + Sync {
 
     /// Renames atomically within one root.
     ///
-    /// # Errors
-    ///
-    /// `AlreadyExists` when `overwrite` is false and the destination exists; `CrossesDevices`
-    /// between roots; `PermissionDenied` for a root.
+    /// Errors: the [semantics table](crate#semantics).
     async fn rename(
         &self,
         source: &AbsolutePathBuf,
@@ -385,10 +269,7 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// used are reported in [`Narrowed::roots`], not as an error.
     async fn narrowed(&self, dirs: &[RootDescription]) -> FileSystemResult<Narrowed> {
         let _ = dirs;
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "this file system cannot narrow its roots",
-        ))
+        Err(crate::error::narrowing_unsupported())
     }
 
     /// Walks the tree below the directory `path` (not following symlinks), returning the
@@ -404,5 +285,154 @@ pub trait ExecutorFileSystem: Send + Sync {
     /// left out and reported in [`Walk::errors`].
     async fn walk(&self, path: &AbsolutePathBuf, options: &WalkOptions) -> FileSystemResult<Walk> {
         walk_by_listing(self, path, options).await
+    }
+}
+
+/// The default [`ExecutorFileSystem::walk`]: one `read_directory` per directory listed, one
+/// `get_metadata` per file when sizes are asked for (per entry but links when metadata is), and
+/// one `read_link` per link when link text is.
+pub async fn walk_by_listing<F: ExecutorFileSystem + ?Sized>(
+    fs: &F,
+    path: &AbsolutePathBuf,
+    options: &WalkOptions,
+) -> FileSystemResult<Walk> {
+    let filter = WalkFilter::new(options)?;
+    let (max_depth, max_entries) = options.bounds();
+    let mut walk = Walk::default();
+    if max_depth == 0 {
+        walk.truncated = true;
+        return Ok(walk);
+    }
+    let mut bytes = 0;
+    // One level per directory being listed: its path, its relative path (and its exact one
+    // when a name in it is not UTF-8), its depth (1 for the start) and the entries not yet
+    // visited.
+    let first = fs.read_directory(path).await?;
+    let mut stack = vec![(path.clone(), String::new(), None, 1usize, first.into_iter())];
+    while let Some((dir, prefix, raw, depth, entries)) = stack.last_mut() {
+        let Some(entry) = entries.next() else {
+            stack.pop();
+            continue;
+        };
+        let raw = raw_child(raw.as_deref(), prefix, entry.name());
+        // A lossy name without its exact bytes names nothing that can be reached.
+        let unreachable = entry.lossy_name && entry.raw_name.is_none();
+        if unreachable || (raw.is_some() && !options.raw_names) {
+            walk.non_utf8_names_omitted += 1;
+            continue;
+        }
+        let rel = walk_child(prefix, &entry.file_name);
+        if filter.excludes(&rel) {
+            continue;
+        }
+        let child = dir.join(entry.name())?;
+        let depth = *depth;
+        if filter.selects(&rel) {
+            let mut found = WalkEntry::new(rel.clone());
+            found.is_directory = entry.is_directory;
+            found.is_file = entry.is_file;
+            found.is_symlink = entry.is_symlink;
+            found.raw_path = raw.clone();
+            fill(fs, &child, &mut found, options).await;
+            if !walk.push(found, max_entries, &mut bytes) {
+                break;
+            }
+        }
+        if entry.is_directory && !entry.is_symlink {
+            if depth == max_depth {
+                walk.truncated = true;
+                continue;
+            }
+            match fs.read_directory(&child).await {
+                Ok(list) => stack.push((child, rel, raw, depth + 1, list.into_iter())),
+                Err(e) => walk.failed(&rel, &e),
+            }
+        }
+    }
+    Ok(walk)
+}
+
+/// Fills in what `options` asks of `entry` beyond its type: each call that fails leaves its
+/// part unknown (0 or None), as the entry may be gone since it was listed. A symlink's
+/// metadata is never asked for: `get_metadata` would describe what it leads to.
+pub async fn fill<F: ExecutorFileSystem + ?Sized>(
+    fs: &F,
+    path: &AbsolutePathBuf,
+    entry: &mut WalkEntry,
+    options: &WalkOptions,
+) {
+    let wants_size = options.sizes && entry.is_file;
+    let wants_metadata = options.metadata && !entry.is_symlink;
+    if wants_size || wants_metadata {
+        let metadata = fs.get_metadata(path).await.ok();
+        if wants_size {
+            entry.size = metadata.as_ref().map_or(0, |m| m.size);
+        }
+        if wants_metadata && let Some(m) = metadata {
+            entry.mode = Some(m.mode);
+            entry.modified_at_ms = Some(m.modified_at_ms);
+        }
+    }
+    if options.link_targets && entry.is_symlink {
+        entry.link_target = fs.read_link(path).await.ok();
+    }
+}
+
+/// The default [`ExecutorFileSystem::read_file_range`]: the file streamed, only the range kept.
+pub async fn range_by_streaming<F: ExecutorFileSystem + ?Sized>(
+    fs: &F,
+    path: &AbsolutePathBuf,
+    offset: u64,
+    length: u64,
+) -> io::Result<Vec<u8>> {
+    let mut keep = Keep {
+        at: 0,
+        offset,
+        end: offset.saturating_add(length),
+        data: Vec::new(),
+    };
+    match fs.read_file_to(path, &mut keep, &mut |_| {}).await {
+        Err(_) if keep.at >= keep.end => Ok(keep.data),
+        Err(e) => Err(e),
+        Ok(_) => Ok(keep.data),
+    }
+}
+
+/// A writer keeping the bytes of one range of what it is given, and refusing more past it.
+struct Keep {
+    at: u64,
+    offset: u64,
+    end: u64,
+    data: Vec<u8>,
+}
+
+impl tokio::io::AsyncWrite for Keep {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let start = this.at;
+        let stop = start + buf.len() as u64;
+        let from = this.offset.max(start);
+        let to = this.end.min(stop);
+        if from < to {
+            this.data
+                .extend_from_slice(&buf[(from - start) as usize..(to - start) as usize]);
+        }
+        this.at = stop;
+        if this.at >= this.end {
+            return Poll::Ready(Err(crate::error::range_read()));
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }

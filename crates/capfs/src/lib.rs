@@ -62,6 +62,9 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+#[macro_use]
+mod setters;
+
 pub mod artifact;
 pub mod error;
 mod file_system;
@@ -73,7 +76,10 @@ mod sandbox;
 pub mod terminal;
 mod walk;
 
-pub use file_system::defaults;
+/// The trait's default implementations, for a backend that overrides a method to fall back to.
+pub mod defaults {
+    pub use crate::file_system::{fill, range_by_streaming, walk_by_listing};
+}
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
     Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT,

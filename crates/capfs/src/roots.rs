@@ -12,11 +12,19 @@ use crate::sandbox::Access;
 /// server announces in its `initialize` result (`capfs.roots`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct RootDescription {
     /// The root's absolute path, as clients name it.
     pub path: AbsolutePathBuf,
     /// What clients may do under it.
     pub access: RootAccess,
+}
+
+impl RootDescription {
+    /// The root at `path` with `access`.
+    pub fn new(path: AbsolutePathBuf, access: RootAccess) -> Self {
+        Self { path, access }
+    }
 }
 
 /// The access of a [`RootDescription`]: `"read-write"` or `"read-only"`.

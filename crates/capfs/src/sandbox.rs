@@ -231,20 +231,16 @@ impl Sandbox {
     /// the same directory is already a root.
     pub fn with_root(mut self, path: impl AsRef<Path>, access: Access) -> io::Result<Self> {
         let path = path.as_ref();
-        let canonical = std::fs::canonicalize(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let canonical = std::fs::canonicalize(path).map_err(|e| error::at_host_path(path, &e))?;
         let dir = Dir::open_ambient_dir(&canonical, ambient_authority())
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", canonical.display())))?;
+            .map_err(|e| error::at_host_path(&canonical, &e))?;
         let mut root = Root::from_dir(AbsolutePathBuf::new(&canonical)?, dir, access)?;
         if self
             .roots
             .iter()
             .any(|r| r.path == root.path || r.id == root.id)
         {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{}: already a sandbox root", root.path),
-            ));
+            return Err(error::already_a_root(&root.path));
         }
         // The name as given, made absolute against the process's directory (lexically).
         if let Ok(given) = std::path::absolute(path).and_then(AbsolutePathBuf::new) {
@@ -256,8 +252,8 @@ impl Sandbox {
 
     /// Treats every root as if it were on a network file system: every operation of a
     /// [`LocalFileSystem`](crate::LocalFileSystem) over this sandbox runs on the blocking pool.
-    /// For tests of that mode on a machine whose disks are all local.
-    #[doc(hidden)]
+    /// For tests of that mode on a machine whose disks are all local (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn treat_roots_as_remote_disks(mut self) -> Self {
         for root in &mut self.roots {
             root.local_disk = false;

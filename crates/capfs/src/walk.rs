@@ -1,6 +1,6 @@
 //! The walk's options and result ([`WalkOptions`], [`Walk`]) and its glob filter. The default
 //! walk every backend gets (one `read_directory` per directory) is built on them in
-//! `file_system/defaults.rs`.
+//! `file_system.rs`.
 
 use std::path::PathBuf;
 

@@ -28,7 +28,7 @@ async fn mixed_operations(
     let path = |name: &str| dir.join(name).unwrap();
     let mut requests = 0u64;
     let mut count = |n: u64| requests += n;
-    fs.create_directory(dir, CreateDirectoryOptions { recursive: true })
+    fs.create_directory(dir, CreateDirectoryOptions::default().with_recursive(true))
         .await
         .unwrap();
     count(1);
@@ -93,9 +93,13 @@ async fn mixed_operations(
                 if from == to {
                     continue; // a copy onto itself is refused by design
                 }
-                fs.rename(&path(&from), &path(&to), RenameOptions { overwrite: true })
-                    .await
-                    .unwrap();
+                fs.rename(
+                    &path(&from),
+                    &path(&to),
+                    RenameOptions::default().with_overwrite(true),
+                )
+                .await
+                .unwrap();
                 count(1);
                 let contents = model.remove(&from).unwrap();
                 model.insert(to, contents);
@@ -104,10 +108,9 @@ async fn mixed_operations(
                 let name = pick(&mut rng);
                 fs.remove(
                     &path(&name),
-                    RemoveOptions {
-                        recursive: false,
-                        force: false,
-                    },
+                    RemoveOptions::default()
+                        .with_recursive(false)
+                        .with_force(false),
                 )
                 .await
                 .unwrap();
@@ -123,10 +126,9 @@ async fn mixed_operations(
     }
     fs.remove(
         dir,
-        RemoveOptions {
-            recursive: true,
-            force: false,
-        },
+        RemoveOptions::default()
+            .with_recursive(true)
+            .with_force(false),
     )
     .await
     .unwrap();

@@ -92,7 +92,7 @@ async fn tree_copy_into_planted_destination_never_writes_through_links(backend: 
         .copy(
             &env.p("src"),
             &env.p("dst"),
-            CopyOptions { recursive: true },
+            CopyOptions::default().with_recursive(true),
         )
         .await;
     env.assert_outside_unchanged(&before);

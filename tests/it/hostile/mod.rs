@@ -189,26 +189,28 @@ async fn run(env: &TestEnv, op: Op<'_>) -> std::io::Result<Option<Vec<u8>>> {
             .await
             .map(|()| None),
         Op::Mkdir(p, recursive) => fs
-            .create_directory(&env.at(p), CreateDirectoryOptions { recursive })
+            .create_directory(
+                &env.at(p),
+                CreateDirectoryOptions::default().with_recursive(recursive),
+            )
             .await
             .map(|()| None),
         Op::Meta(p) => fs.get_metadata(&env.at(p)).await.map(|_| None),
         Op::ReadDir(p) => fs.read_directory(&env.at(p)).await.map(|_| None),
         Op::Remove(p) => {
-            let options = RemoveOptions {
-                recursive: true,
-                force: false,
-            };
+            let options = RemoveOptions::default()
+                .with_recursive(true)
+                .with_force(false);
             fs.remove(&env.at(p), options).await.map(|()| None)
         }
         Op::Copy(s, d) => {
-            let options = CopyOptions { recursive: true };
+            let options = CopyOptions::default().with_recursive(true);
             fs.copy(&env.at(s), &env.at(d), options)
                 .await
                 .map(|()| None)
         }
         Op::Rename(s, d) => {
-            let options = RenameOptions { overwrite: false };
+            let options = RenameOptions::default().with_overwrite(false);
             fs.rename(&env.at(s), &env.at(d), options)
                 .await
                 .map(|()| None)

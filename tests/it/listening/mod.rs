@@ -33,10 +33,7 @@ fn address(url: &str) -> &str {
 }
 
 fn with_token() -> RemoteOptions {
-    RemoteOptions {
-        token: Some(TOKEN.to_string()),
-        ..RemoteOptions::default()
-    }
+    RemoteOptions::default().with_token(Some(TOKEN.to_string()))
 }
 
 fn abs(path: &std::path::Path) -> AbsolutePathBuf {
@@ -70,10 +67,7 @@ async fn connect_eventually(url: &str, options: RemoteOptions) -> RemoteFileSyst
     loop {
         let attempt = RemoteFileSystem::connect(
             url,
-            RemoteOptions {
-                connect_timeout: Duration::from_secs(2),
-                ..options.clone()
-            },
+            options.clone().with_connect_timeout(Duration::from_secs(2)),
         )
         .await;
         match attempt {

@@ -149,10 +149,7 @@ async fn connection_threads_serve_every_client_and_end_with_the_server() {
     let start = || async {
         let sandbox = Sandbox::new().with_root(&ws, Access::ReadWrite).unwrap();
         let fs: Arc<dyn ExecutorFileSystem> = Arc::new(LocalFileSystem::new(sandbox));
-        let config = ServerConfig {
-            connection_threads: 3,
-            ..ServerConfig::default()
-        };
+        let config = ServerConfig::default().with_connection_threads(3);
         Server::bind(fs, config).await.unwrap()
     };
 

@@ -27,10 +27,7 @@ async fn the_audit_log_has_one_line_per_request_and_never_contents_or_the_token(
         &[],
     )
     .await;
-    let options = RemoteOptions {
-        token: Some(token.to_string()),
-        ..RemoteOptions::default()
-    };
+    let options = RemoteOptions::default().with_token(Some(token.to_string()));
     let fs = RemoteFileSystem::connect(&server.url, options)
         .await
         .unwrap();
@@ -158,10 +155,7 @@ async fn readyz_answers_without_a_token_and_handshakes_keep_their_rules() {
     .await;
     // The only connection slot is taken first: the server stays ready, and refusals below come
     // from the token check, which precedes the connection limit.
-    let options = RemoteOptions {
-        token: Some("t0ken".into()),
-        ..RemoteOptions::default()
-    };
+    let options = RemoteOptions::default().with_token(Some("t0ken".into()));
     let fs = RemoteFileSystem::connect(&server.url, options.clone())
         .await
         .unwrap();

@@ -27,9 +27,13 @@ async fn stdio_serves_every_method_with_data_frames() {
         fs.get_metadata(&p("d/big.bin")).await.unwrap().size,
         big.len() as u64
     );
-    fs.copy(&p("d"), &p("e"), CopyOptions { recursive: true })
-        .await
-        .unwrap();
+    fs.copy(
+        &p("d"),
+        &p("e"),
+        CopyOptions::default().with_recursive(true),
+    )
+    .await
+    .unwrap();
     fs.rename(
         &p("e/small.txt"),
         &p("e/renamed.txt"),

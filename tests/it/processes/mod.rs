@@ -118,6 +118,7 @@ pub(crate) async fn finish(
                 return Ok(Finished { output, exit });
             }
             None => panic!("the events ended without Closed"),
+            Some(other) => panic!("an event this test does not know: {other:?}"),
         }
     }
 }

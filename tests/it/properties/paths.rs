@@ -133,7 +133,7 @@ proptest! {
         if path.as_path().starts_with(roots.paths[0].parent().unwrap()) {
             let results = [
                 rt.block_on(fs.write_file(&path, b"x".to_vec())),
-                rt.block_on(fs.create_directory(&path, CreateDirectoryOptions { recursive: true })),
+                rt.block_on(fs.create_directory(&path, CreateDirectoryOptions::default().with_recursive(true))),
                 rt.block_on(fs.remove(&path, RemoveOptions::default())),
             ];
             for result in results {

@@ -48,10 +48,7 @@ async fn a_configured_token_is_required() {
         .await
         .unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::PermissionDenied, "{refused}");
-    let options = RemoteOptions {
-        token: Some("s3cret-token".into()),
-        ..RemoteOptions::default()
-    };
+    let options = RemoteOptions::default().with_token(Some("s3cret-token".into()));
     let fs = RemoteFileSystem::connect(&server.url, options)
         .await
         .unwrap();

@@ -29,17 +29,19 @@ async fn a_moved_read_only_root_stays_read_only_under_every_root(remote: bool) {
         denied(fs.write_file(&at("new"), b"x".to_vec()).await, "write");
         denied(fs.write_file(&at("file"), b"x".to_vec()).await, "overwrite");
         denied(
-            fs.create_directory(&at("newdir"), CreateDirectoryOptions { recursive: true })
-                .await,
+            fs.create_directory(
+                &at("newdir"),
+                CreateDirectoryOptions::default().with_recursive(true),
+            )
+            .await,
             "mkdir -p",
         );
         denied(
             fs.remove(
                 &at("dir"),
-                RemoveOptions {
-                    recursive: true,
-                    force: false,
-                },
+                RemoveOptions::default()
+                    .with_recursive(true)
+                    .with_force(false),
             )
             .await,
             "remove -r",
@@ -57,7 +59,7 @@ async fn a_moved_read_only_root_stays_read_only_under_every_root(remote: bool) {
             fs.copy(
                 &setup.p("inner"),
                 &at("dir"),
-                CopyOptions { recursive: true },
+                CopyOptions::default().with_recursive(true),
             )
             .await,
             "tree copy into",
@@ -85,10 +87,9 @@ async fn a_moved_read_only_root_stays_read_only_under_every_root(remote: bool) {
     denied(
         fs.remove(
             &setup.p("inner/x"),
-            RemoveOptions {
-                recursive: true,
-                force: false,
-            },
+            RemoveOptions::default()
+                .with_recursive(true)
+                .with_force(false),
         )
         .await,
         "remove the root itself",

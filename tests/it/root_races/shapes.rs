@@ -41,15 +41,18 @@ impl Shape {
                     .await
             }
             Shape::RemoveRecursive | Shape::Remove => {
-                let options = RemoveOptions {
-                    recursive: matches!(self, Shape::RemoveRecursive),
-                    force: false,
-                };
+                let options = RemoveOptions::default()
+                    .with_recursive(matches!(self, Shape::RemoveRecursive))
+                    .with_force(false);
                 fs.remove(&d, options).await
             }
             Shape::RenameOver => {
-                fs.rename(&setup.p("s"), &d, RenameOptions { overwrite: true })
-                    .await
+                fs.rename(
+                    &setup.p("s"),
+                    &d,
+                    RenameOptions::default().with_overwrite(true),
+                )
+                .await
             }
         };
         result.is_ok()
@@ -133,7 +136,7 @@ async fn an_overwriting_rename_keeps_the_rules_of_rename(remote: bool) {
             .rename(
                 &setup.p(&format!("{mine}/{from}")),
                 &setup.p(&format!("{mine}/{to}")),
-                RenameOptions { overwrite: true },
+                RenameOptions::default().with_overwrite(true),
             )
             .await;
         let want = std::fs::rename(theirs.join(from), theirs.join(to));

@@ -18,14 +18,11 @@ mod reads;
 mod tree_changes;
 mod writes;
 
-const RECURSIVE: CopyOptions = CopyOptions { recursive: true };
+const RECURSIVE: CopyOptions = CopyOptions::new().with_recursive(true);
 
-const FLAT: CopyOptions = CopyOptions { recursive: false };
+const FLAT: CopyOptions = CopyOptions::new().with_recursive(false);
 
-const NO_FORCE: RemoveOptions = RemoveOptions {
-    recursive: false,
-    force: false,
-};
+const NO_FORCE: RemoveOptions = RemoveOptions::new().with_recursive(false).with_force(false);
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::symlink_metadata(path)

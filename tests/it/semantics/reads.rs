@@ -105,14 +105,12 @@ async fn read_directory_is_whole_on_either_side_of_the_inline_bound(remote: bool
                     (false, true, false)
                 }
             };
-            expected.push(ReadDirectoryEntry {
-                file_name: name,
-                is_directory,
-                is_file,
-                is_symlink,
-                lossy_name: false,
-                raw_name: None,
-            });
+            expected.push(
+                ReadDirectoryEntry::new(name)
+                    .with_is_directory(is_directory)
+                    .with_is_file(is_file)
+                    .with_is_symlink(is_symlink),
+            );
         }
         let mut entries = env.fs.read_directory(&env.p(&dir)).await.unwrap();
         entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
@@ -134,13 +132,11 @@ async fn read_directory_lists_every_entry_with_its_own_type(remote: bool) {
     env.mkfifo("d/fifo");
     let mut entries = env.fs.read_directory(&env.p("d")).await.unwrap();
     entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
-    let entry = |name: &str, dir, file, link| ReadDirectoryEntry {
-        file_name: name.to_string(),
-        is_directory: dir,
-        is_file: file,
-        is_symlink: link,
-        lossy_name: false,
-        raw_name: None,
+    let entry = |name: &str, dir, file, link| {
+        ReadDirectoryEntry::new(name.to_string())
+            .with_is_directory(dir)
+            .with_is_file(file)
+            .with_is_symlink(link)
     };
     assert_eq!(
         entries,
@@ -216,7 +212,7 @@ async fn read_only_root_serves_reads(remote: bool) {
         .await
         .unwrap();
     assert_eq!(std::fs::read(env.ws_host("copy/inner")).unwrap(), b"inner");
-    let recursive = CreateDirectoryOptions { recursive: true };
+    let recursive = CreateDirectoryOptions::default().with_recursive(true);
     assert_eq!(
         err_kind(env.fs.create_directory(&env.ro, recursive).await),
         ErrorKind::PermissionDenied

@@ -17,7 +17,12 @@ async fn remove_files_directories_and_links(remote: bool) {
     env.symlink("to_target", "target");
     let remove = async |p: &str, recursive, force| {
         env.fs
-            .remove(&env.p(p), RemoveOptions { recursive, force })
+            .remove(
+                &env.p(p),
+                RemoveOptions::default()
+                    .with_recursive(recursive)
+                    .with_force(force),
+            )
             .await
     };
 
@@ -252,8 +257,8 @@ async fn rename_overwrite_and_errors(remote: bool) {
     env.mkfile("a", b"a");
     env.mkfile("b", b"b");
     env.mkfile("dir/inner", b"inner");
-    let keep = RenameOptions { overwrite: false };
-    let replace = RenameOptions { overwrite: true };
+    let keep = RenameOptions::default().with_overwrite(false);
+    let replace = RenameOptions::default().with_overwrite(true);
     let rename = async |s: &str, d: &str, o| env.fs.rename(&env.p(s), &env.p(d), o).await;
 
     assert_eq!(

@@ -164,8 +164,8 @@ async fn write_file_is_atomic_for_concurrent_readers(remote: bool) {
 #[tokio::test]
 async fn create_directory_recursive_and_not(remote: bool) {
     let env = env(remote).await;
-    let rec = CreateDirectoryOptions { recursive: true };
-    let flat = CreateDirectoryOptions { recursive: false };
+    let rec = CreateDirectoryOptions::default().with_recursive(true);
+    let flat = CreateDirectoryOptions::default().with_recursive(false);
     let mkdir = async |p: &str, o| env.fs.create_directory(&env.p(p), o).await;
 
     mkdir("a/b/c", rec).await.unwrap();

@@ -29,10 +29,7 @@ async fn an_empty_data_frame_aborts_a_write_at_once_and_leaves_the_old_file() {
 async fn a_stalled_streamed_write_times_out_and_leaves_the_old_file() {
     let (_dir, ws) = workspace();
     std::fs::write(ws.join("f"), b"old contents").unwrap();
-    let config = ServerConfig {
-        stream_idle_timeout: Duration::from_millis(300),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_stream_idle_timeout(Duration::from_millis(300));
     let server = InProcessServer::start(local(&ws), config).await;
     let mut peer = RawPeer::ready(&server.url).await;
     for (id, sent) in [(7, &b"12345"[..]), (8, &b""[..])] {
@@ -123,10 +120,7 @@ async fn a_streamed_read_to_a_peer_that_stops_reading_times_out() {
         inner: local(&ws),
         reads,
     });
-    let config = ServerConfig {
-        stream_idle_timeout: Duration::from_millis(300),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_stream_idle_timeout(Duration::from_millis(300));
     let server = InProcessServer::start(fs, config).await;
     let mut peer = RawPeer::ready(&server.url).await;
     let params = json!({"path": text(&ws.join("big")), "streamId": 1});
@@ -142,10 +136,7 @@ async fn a_streamed_read_to_a_peer_that_stops_reading_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_writes_filling_every_slot_never_block_the_data_they_wait_for() {
     let (_dir, ws) = workspace();
-    let config = ServerConfig {
-        max_in_flight: 8,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_in_flight(8);
     let server = InProcessServer::start(local(&ws), config).await;
     let mut peer = RawPeer::ready(&server.url).await;
     // Every in-flight slot taken by a streamed write waiting for its data...
@@ -179,10 +170,7 @@ async fn streamed_writes_filling_every_slot_never_block_the_data_they_wait_for()
 async fn a_read_file_reply_over_the_message_limit_is_refused_with_the_streamed_method() {
     let (_dir, ws) = workspace();
     let limit = 1 << 20;
-    let config = ServerConfig {
-        max_message_bytes: limit,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_message_bytes(limit);
     // Its base64 (4/3 of it) exceeds the limit; the smaller one's fits.
     std::fs::write(ws.join("big"), vec![1u8; 900 * 1024]).unwrap();
     std::fs::write(ws.join("small"), vec![2u8; 600 * 1024]).unwrap();

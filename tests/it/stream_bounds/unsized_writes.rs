@@ -122,10 +122,9 @@ async fn write_options_set_the_mode_without_setuid_and_the_time() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     for backend in [common::Backend::Local, common::Backend::Remote] {
         let env = common::env(backend).await;
-        let options = WriteOptions {
-            mode: Some(0o4751),
-            modified_at_ms: Some(1_000_000_123),
-        };
+        let options = WriteOptions::default()
+            .with_mode(Some(0o4751))
+            .with_modified_at_ms(Some(1_000_000_123));
         let path = env.p("m");
         env.fs
             .write_file_from(&path, &mut &b"abc"[..], Some(3), options, &mut |_| {})

@@ -180,19 +180,13 @@ async fn most_at_once(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_work_is_bounded_per_connection() {
-    let config = ServerConfig {
-        max_blocking_per_connection: 3,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_blocking_per_connection(3);
     most_at_once(config, 1, 12, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_work_is_bounded_across_the_server() {
-    let config = ServerConfig {
-        max_blocking: 4,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_blocking(4);
     most_at_once(config, 3, 6, 4).await;
 }
 

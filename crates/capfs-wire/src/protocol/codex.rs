@@ -34,6 +34,7 @@ pub const NOT_FOUND_CODE: i64 = -32004;
 
 /// The shell an environment runs commands with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ShellInfo {
     /// A stable name: `sh`, `bash`, `zsh`.
     pub name: String,
@@ -44,6 +45,7 @@ pub struct ShellInfo {
 /// The result of [`ENVIRONMENT_INFO_METHOD`] and the `environmentInfo` of `initialize`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct EnvironmentInfo {
     /// The shell commands would run with.
     pub shell: ShellInfo,
@@ -67,6 +69,7 @@ pub struct EnvironmentInfo {
 
 /// The result of [`ENVIRONMENT_STATUS_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EnvironmentStatus {
     /// `ready`.
     pub status: String,
@@ -75,6 +78,7 @@ pub struct EnvironmentStatus {
 /// Params of [`ENVIRONMENT_CONFIG_READ_METHOD`]; only their shape is checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct EnvironmentConfigReadParams {
     /// The turn's directory.
     pub cwd: String,
@@ -89,6 +93,7 @@ pub struct EnvironmentConfigReadParams {
 /// Configuration layers, in [`EnvironmentConfigReadResponse`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ConfigLayers {
     /// The layers found: capfs reads no codex configuration, so none.
     pub layers: Vec<serde_json::Value>,
@@ -98,6 +103,7 @@ pub struct ConfigLayers {
 
 /// The result of [`ENVIRONMENT_CONFIG_READ_METHOD`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EnvironmentConfigReadResponse {
     /// The executor's configuration layers.
     pub config: ConfigLayers,
@@ -108,6 +114,7 @@ pub struct EnvironmentConfigReadResponse {
 /// The options of [`FS_WALK_METHOD`], all required as codex sends them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CodexWalkOptions {
     /// Levels below the start to list (0 and 1 both list its entries only).
     pub max_depth: u64,
@@ -124,6 +131,7 @@ pub struct CodexWalkOptions {
 /// Params of [`FS_WALK_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CodexWalkParams {
     /// Where the walk starts.
     pub path: AbsolutePathBuf,
@@ -133,6 +141,7 @@ pub struct CodexWalkParams {
 
 /// One entry of a [`CodexWalkResponse`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CodexWalkEntry {
     /// The entry's path, in the request's form.
     pub path: String,
@@ -142,6 +151,7 @@ pub struct CodexWalkEntry {
 
 /// A directory a walk could not read, in a [`CodexWalkResponse`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CodexWalkError {
     /// The directory, in the request's form.
     pub path: String,
@@ -151,6 +161,7 @@ pub struct CodexWalkError {
 
 /// The result of [`FS_WALK_METHOD`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CodexWalkResponse {
     /// Breadth first, each directory's entries in byte order of their names.
     pub entries: Vec<CodexWalkEntry>,
@@ -162,6 +173,7 @@ pub struct CodexWalkResponse {
 
 /// The result of [`FS_CANONICALIZE_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CanonicalizeResponse {
     /// The resolved path, in the request's form.
     pub path: String,
@@ -170,6 +182,7 @@ pub struct CanonicalizeResponse {
 /// What an [`FS_OPEN_METHOD`] handle is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum OpenMode {
     /// Blocks read at any offset, from the file as it was opened.
     Read,
@@ -180,6 +193,7 @@ pub enum OpenMode {
 /// Params of [`FS_OPEN_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OpenParams {
     /// The client's name for the handle (at most 32 bytes).
     pub handle_id: String,
@@ -197,6 +211,7 @@ fn read_mode() -> OpenMode {
 /// The result of [`FS_OPEN_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OpenResponse {
     /// The handle, as the client named it.
     pub handle_id: String,
@@ -205,6 +220,7 @@ pub struct OpenResponse {
 /// Params of [`FS_READ_BLOCK_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadBlockParams {
     /// A read handle.
     pub handle_id: String,
@@ -216,6 +232,7 @@ pub struct ReadBlockParams {
 
 /// The result of [`FS_READ_BLOCK_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ReadBlockResponse {
     /// The bytes, standard padded base64.
     pub chunk: String,
@@ -226,6 +243,7 @@ pub struct ReadBlockResponse {
 /// Params of [`FS_WRITE_BLOCK_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WriteBlockParams {
     /// A replace handle.
     pub handle_id: String,
@@ -238,6 +256,7 @@ pub struct WriteBlockParams {
 /// Params of [`FS_CLOSE_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CloseParams {
     /// The handle to close.
     pub handle_id: String,

@@ -47,6 +47,7 @@ pub enum RequestId {
 
 /// A request: a method call that expects a response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Request {
     /// Echoed in the response.
     pub id: RequestId,
@@ -59,6 +60,7 @@ pub struct Request {
 
 /// A notification: a method call without a response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Notification {
     /// The method name, for example [`INITIALIZED_METHOD`].
     pub method: String,
@@ -69,6 +71,7 @@ pub struct Notification {
 
 /// A successful response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Response {
     /// The id of the request answered.
     pub id: RequestId,
@@ -78,6 +81,7 @@ pub struct Response {
 
 /// The `error` member of an error response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ErrorObject {
     /// A JSON-RPC error code, for example [`INVALID_PARAMS`].
     pub code: i64,
@@ -90,6 +94,7 @@ pub struct ErrorObject {
 
 /// An error response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ErrorResponse {
     /// The id of the request answered ([`UNKNOWN_REQUEST_ID`] when it could not be read).
     pub id: RequestId,

@@ -17,6 +17,7 @@ use super::{
 /// `streamId` carrying the contents in order, then with [`StreamResponse`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadStreamParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,
@@ -36,6 +37,7 @@ pub struct ReadStreamParams {
 /// tagged [`DATA_FRAME_TAG`] aborts the write either way.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WriteStreamParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,
@@ -56,6 +58,7 @@ pub struct WriteStreamParams {
 /// Result of both stream methods: how many bytes the data frames carried.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct StreamResponse {
     /// Bytes carried by the stream's data frames.
     pub size: u64,
@@ -64,6 +67,7 @@ pub struct StreamResponse {
 /// Params with a single `path`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct PathParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,
@@ -72,6 +76,7 @@ pub struct PathParams {
 /// Result of [`FS_READ_FILE_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadFileResponse {
     /// The contents, standard padded base64.
     pub data_base64: String,
@@ -80,6 +85,7 @@ pub struct ReadFileResponse {
 /// Params of [`FS_WRITE_FILE_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WriteFileParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,
@@ -99,6 +105,7 @@ pub struct WriteFileParams {
 /// Params of [`CAPFS_CREATE_SYMLINK_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CreateSymlinkParams {
     /// Where the link goes (an absolute path).
     pub path: AbsolutePathBuf,
@@ -109,6 +116,7 @@ pub struct CreateSymlinkParams {
 /// Result of [`CAPFS_READ_LINK_METHOD`] (params: [`PathParams`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadLinkResponse {
     /// The link's text.
     pub target: String,
@@ -117,6 +125,7 @@ pub struct ReadLinkResponse {
 /// Params of [`FS_CREATE_DIRECTORY_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CreateDirectoryParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,
@@ -128,6 +137,7 @@ pub struct CreateDirectoryParams {
 /// Result of [`FS_GET_METADATA_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct GetMetadataResponse {
     /// See [`FileMetadata::is_directory`].
     pub is_directory: bool,
@@ -166,21 +176,21 @@ impl From<FileMetadata> for GetMetadataResponse {
 
 impl From<GetMetadataResponse> for FileMetadata {
     fn from(m: GetMetadataResponse) -> Self {
-        Self {
-            is_directory: m.is_directory,
-            is_file: m.is_file,
-            is_symlink: m.is_symlink,
-            size: m.size,
-            created_at_ms: m.created_at_ms,
-            modified_at_ms: m.modified_at_ms,
-            mode: m.mode.unwrap_or(0),
-        }
+        FileMetadata::default()
+            .with_is_directory(m.is_directory)
+            .with_is_file(m.is_file)
+            .with_is_symlink(m.is_symlink)
+            .with_size(m.size)
+            .with_created_at_ms(m.created_at_ms)
+            .with_modified_at_ms(m.modified_at_ms)
+            .with_mode(m.mode.unwrap_or(0))
     }
 }
 
 /// One entry of [`ReadDirectoryResponse`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct DirectoryEntry {
     /// See [`ReadDirectoryEntry::file_name`].
     pub file_name: String,
@@ -208,20 +218,17 @@ impl From<DirectoryEntry> for ReadDirectoryEntry {
     /// A name that came over the wire is exact: JSON text is UTF-8, and the server leaves out
     /// the entries whose names are not.
     fn from(e: DirectoryEntry) -> Self {
-        Self {
-            file_name: e.file_name,
-            is_directory: e.is_directory,
-            is_file: e.is_file,
-            is_symlink: e.is_symlink,
-            lossy_name: false,
-            raw_name: None,
-        }
+        ReadDirectoryEntry::new(e.file_name)
+            .with_is_directory(e.is_directory)
+            .with_is_file(e.is_file)
+            .with_is_symlink(e.is_symlink)
     }
 }
 
 /// Result of [`FS_READ_DIRECTORY_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadDirectoryResponse {
     /// One entry per name, in readdir order, except names that are not valid UTF-8.
     pub entries: Vec<DirectoryEntry>,
@@ -246,6 +253,7 @@ pub(super) fn is_false(b: &bool) -> bool {
 /// Params of [`FS_REMOVE_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct RemoveParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,
@@ -260,6 +268,7 @@ pub struct RemoveParams {
 /// Params of [`FS_COPY_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CopyParams {
     /// What to copy.
     pub source_path: AbsolutePathBuf,
@@ -273,6 +282,7 @@ pub struct CopyParams {
 /// Params of [`FS_RENAME_METHOD`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct RenameParams {
     /// What to rename.
     pub source_path: AbsolutePathBuf,

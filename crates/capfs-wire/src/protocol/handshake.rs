@@ -14,6 +14,7 @@ use super::{
 /// Params of [`INITIALIZE_METHOD`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct InitializeParams {
     /// Who is connecting, for the server's logs.
     #[serde(default)]
@@ -26,6 +27,7 @@ pub struct InitializeParams {
 /// Result of [`INITIALIZE_METHOD`]. A plain codex-style peer ignores the extra member.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct InitializeResponse {
     /// The connection's session (a UUID), which a reconnect may take back; absent from servers
     /// of the March 2026 protocol.
@@ -42,6 +44,7 @@ pub struct InitializeResponse {
 /// What a capfs server offers beyond the standard methods.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ServerCapabilities {
     /// The capfs server's version.
     pub version: String,

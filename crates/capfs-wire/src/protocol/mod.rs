@@ -4,6 +4,9 @@
 //! Envelope: request `{"id", "method", "params"}`, notification `{"method", "params"}`, response
 //! `{"id", "result"}`, error `{"id", "error": {"code", "message", "data"}}`. Ids are integers or
 //! strings and are echoed verbatim. A `"jsonrpc": "2.0"` member is accepted and ignored.
+//!
+//! Every struct here is `#[non_exhaustive]`: the protocol adds members to its messages, and a
+//! new field must not break a caller. Outside this crate they are read, and built by decoding.
 
 mod envelope;
 mod error_data;

@@ -10,6 +10,7 @@ use capfs::AbsolutePathBuf;
 /// one of its roots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct NarrowRootsParams {
     /// The directories and the access wanted under each (never more than its root's).
     pub roots: Vec<RootDescription>,
@@ -20,6 +21,7 @@ pub struct NarrowRootsParams {
 /// when none could).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct NarrowRootsResponse {
     /// What became of each directory.
     pub roots: Vec<NarrowedRoot>,
@@ -29,6 +31,7 @@ pub struct NarrowRootsResponse {
 /// not be used.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct NarrowedRoot {
     /// The root: its path (the directory's path with every symlink resolved) and access.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,6 +47,7 @@ pub struct NarrowedRoot {
 /// message limit is refused before it is read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadRangeParams {
     /// An absolute path.
     pub path: AbsolutePathBuf,

@@ -35,6 +35,7 @@ pub const PROCESS_CLOSED_METHOD: &str = "process/closed";
 /// codex's `envPolicy`: how the environment is built before `env` is laid over it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct EnvPolicy {
     /// `all`, `core` or `none`: what of the base environment is taken.
     #[serde(default)]
@@ -58,6 +59,7 @@ pub struct EnvPolicy {
 /// gets is the server's policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct StartParams {
     /// The client's name for the process.
     pub process_id: String,
@@ -88,6 +90,7 @@ pub struct StartParams {
 /// The result of `process/start`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct StartResponse {
     /// The client's name for the process.
     pub process_id: String,
@@ -99,6 +102,7 @@ pub struct StartResponse {
 /// Params of `process/read`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadParams {
     /// The process.
     pub process_id: String,
@@ -116,6 +120,7 @@ pub struct ReadParams {
 /// One chunk of output kept for `process/read`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OutputChunk {
     /// Its `seq`.
     pub seq: u64,
@@ -128,6 +133,7 @@ pub struct OutputChunk {
 /// The result of `process/read`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ReadResponse {
     /// Chunks after `afterSeq`, oldest first.
     pub chunks: Vec<OutputChunk>,
@@ -148,6 +154,7 @@ pub struct ReadResponse {
 /// Params of `process/write`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WriteParams {
     /// The process.
     pub process_id: String,
@@ -160,6 +167,7 @@ pub struct WriteParams {
 
 /// The result of `process/write`: `accepted`, `unknownProcess` or `stdinClosed`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WriteResponse {
     /// What became of the write.
     pub status: String,
@@ -168,6 +176,7 @@ pub struct WriteResponse {
 /// Params of `process/signal`: `signal` is `interrupt`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct SignalParams {
     /// The process.
     pub process_id: String,
@@ -178,6 +187,7 @@ pub struct SignalParams {
 /// Params of `process/terminate`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct TerminateParams {
     /// The process.
     pub process_id: String,
@@ -185,6 +195,7 @@ pub struct TerminateParams {
 
 /// The result of `process/terminate`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TerminateResponse {
     /// Whether it was still running.
     pub running: bool,
@@ -193,6 +204,7 @@ pub struct TerminateResponse {
 /// Params of `capfs/processResize`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ResizeParams {
     /// The process.
     pub process_id: String,
@@ -205,6 +217,7 @@ pub struct ResizeParams {
 /// `process/output`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OutputNotification {
     /// The process.
     pub process_id: String,
@@ -219,6 +232,7 @@ pub struct OutputNotification {
 /// `process/exited`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ExitedNotification {
     /// The process.
     pub process_id: String,
@@ -234,6 +248,7 @@ pub struct ExitedNotification {
 /// `process/closed`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ClosedNotification {
     /// The process.
     pub process_id: String,
@@ -245,6 +260,7 @@ pub struct ClosedNotification {
 /// to the roots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ProcessesInfo {
     /// `process/start` is served (and not refused for want of confinement).
     pub served: bool,

@@ -9,6 +9,7 @@ use capfs::{Walk, WalkEntry, WalkError, WalkOptions};
 /// Params of [`CAPFS_WALK_METHOD`](super::CAPFS_WALK_METHOD); absent members take [`WalkOptions`]' defaults.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WalkParams {
     /// The absolute path of the directory to walk.
     pub path: AbsolutePathBuf,
@@ -74,6 +75,7 @@ impl WalkParams {
 /// One entry of [`WalkResponse`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WalkEntryWire {
     /// See [`WalkEntry::path`].
     pub path: String,
@@ -134,6 +136,7 @@ impl From<WalkEntryWire> for WalkEntry {
 /// Result of [`CAPFS_WALK_METHOD`](super::CAPFS_WALK_METHOD).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WalkResponse {
     /// The entries, in depth-first pre-order.
     pub entries: Vec<WalkEntryWire>,
@@ -156,6 +159,7 @@ pub struct WalkResponse {
 /// One entry of [`WalkResponse::errors`]: a directory the walk could not list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct WalkErrorWire {
     /// See [`WalkError::path`].
     pub path: String,

@@ -216,12 +216,7 @@ impl Client {
         path: &AbsolutePathBuf,
         what: &str,
     ) -> io::Result<T> {
-        let unsupported = || {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("{path}: the server does not support {what}"),
-            )
-        };
+        let unsupported = || crate::error::extension_unsupported(path, what);
         if !self.capfs {
             return Err(unsupported());
         }
@@ -266,7 +261,7 @@ impl Client {
         let id = self.new_id();
         // Only a path that is not UTF-8 fails to serialise; it cannot be named on the wire.
         let text = serde_json::to_string(&OutgoingRequest { id, method, params })
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            .map_err(|e| crate::error::unserialisable(&e))?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().expect("pending map lock");

@@ -38,17 +38,10 @@ fn tls_connector(ca_file: Option<&std::path::Path>) -> io::Result<tokio_tungsten
     let native = rustls_native_certs::load_native_certs();
     let (_, _) = roots.add_parsable_certificates(native.certs);
     if let Some(file) = ca_file {
-        let bad = |e: &dyn std::fmt::Display| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: not a PEM certificate file: {e}", file.display()),
-            )
-        };
+        let bad = |e: &dyn std::fmt::Display| crate::error::not_pem(file, e);
         let mut added = 0;
         for cert in CertificateDer::pem_file_iter(file).map_err(|e| match e {
-            rustls::pki_types::pem::Error::Io(e) => {
-                io::Error::new(e.kind(), format!("{}: {e}", file.display()))
-            }
+            rustls::pki_types::pem::Error::Io(e) => crate::error::prefixed(file.display(), &e),
             other => bad(&other),
         })? {
             roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
@@ -61,7 +54,7 @@ fn tls_connector(ca_file: Option<&std::path::Path>) -> io::Result<tokio_tungsten
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(io::Error::other)?
+        .map_err(crate::error::tls_setup)?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(
@@ -126,13 +119,10 @@ fn connect_error(url: &str, err: WsError) -> io::Error {
                 StatusCode::SERVICE_UNAVAILABLE => io::ErrorKind::ConnectionRefused,
                 _ => io::ErrorKind::Other,
             };
-            io::Error::new(
-                kind,
-                format!("{url}: server refused the connection ({status}) {body}"),
-            )
+            crate::error::refused_by_server(url, kind, status, &body)
         }
-        WsError::Io(e) => io::Error::new(e.kind(), format!("{url}: {e}")),
-        other => io::Error::other(format!("{url}: {other}")),
+        WsError::Io(e) => crate::error::prefixed(url, &e),
+        other => crate::error::connect_failed(url, other),
     }
 }
 
@@ -151,14 +141,10 @@ impl RemoteFileSystem {
     pub async fn connect(url: &str, options: RemoteOptions) -> io::Result<Self> {
         let mut request = url
             .into_client_request()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
+            .map_err(|e| crate::error::invalid_url(url, e))?;
         if let Some(token) = &options.token {
-            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "token is not a valid header value",
-                )
-            })?;
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| crate::error::token_not_a_header())?;
             request.headers_mut().insert(header::AUTHORIZATION, value);
         }
         let mode = uri_mode(request.uri()).map_err(|e| connect_error(url, e))?;
@@ -192,10 +178,7 @@ impl RemoteFileSystem {
 
     #[cfg(not(feature = "tls"))]
     async fn connect_tls(_: &str, _: Request, _: RemoteOptions) -> io::Result<Self> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "wss:// needs capfs built with its `tls` feature",
-        ))
+        Err(crate::error::tls_not_built())
     }
 
     /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout, as
@@ -234,14 +217,14 @@ impl RemoteFileSystem {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| io::Error::new(e.kind(), format!("starting `sh -c {command}`: {e}")))?;
+            .map_err(|e| crate::error::prefixed(format_args!("starting `sh -c {command}`"), &e))?;
         let mut child = CommandGroup(child);
         let stdin = child.0.stdin.take().expect("stdin is piped");
         let stdout = child.0.stdout.take().expect("stdout is piped");
         let io = tokio::io::join(stdout, stdin);
         Self::over_byte_stream(io, &options, Some(child))
             .await
-            .map_err(|e| io::Error::new(e.kind(), format!("`{command}`: {e}")))
+            .map_err(|e| crate::error::prefixed(format_args!("`{command}`"), &e))
     }
 
     /// Speaks the protocol over `io`, a byte stream whose other end is served by

@@ -23,8 +23,6 @@ mod routes;
 mod stream;
 mod walk;
 
-use std::io;
-
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -62,12 +60,7 @@ impl ExecutorFileSystem for RemoteFileSystem {
         let response: ReadFileResponse = self.client.call(FS_READ_FILE_METHOD, params).await?;
         STANDARD
             .decode(response.data_base64.as_bytes())
-            .map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{path}: server sent invalid base64: {e}"),
-                )
-            })
+            .map_err(|e| crate::error::invalid_base64(path, e))
     }
 
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
@@ -223,12 +216,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
         path: &AbsolutePathBuf,
         target: &std::path::Path,
     ) -> FileSystemResult<()> {
-        let target = target.to_str().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{path}: the link's text is not UTF-8"),
-            )
-        })?;
+        let target = target
+            .to_str()
+            .ok_or_else(|| crate::error::link_text_not_utf8(path))?;
         let params = CreateSymlinkParams {
             path: path.clone(),
             target: target.to_string(),
@@ -271,9 +261,4 @@ fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
 }
 
-fn invalid_name(path: &AbsolutePathBuf, name: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("{path}: the server listed an invalid name {name:?}"),
-    )
-}
+use crate::error::invalid_name;

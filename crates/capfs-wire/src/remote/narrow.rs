@@ -39,10 +39,7 @@ impl RemoteFileSystem {
             .first()
             .map_or_else(|| AbsolutePathBuf::new("/"), |d| Ok(d.path.clone()))?;
         if !self.client.narrow_roots {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("{first}: the server does not support narrowing its roots"),
-            ));
+            return Err(crate::error::narrowing_unsupported(&first));
         }
         let params = NarrowRootsParams {
             roots: dirs.to_vec(),
@@ -57,13 +54,9 @@ impl RemoteFileSystem {
             )
             .await?;
         if response.roots.len() != dirs.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the server answered {} of {} narrowed roots",
-                    response.roots.len(),
-                    dirs.len()
-                ),
+            return Err(crate::error::narrowed_count(
+                response.roots.len(),
+                dirs.len(),
             ));
         }
         Ok(response
@@ -72,10 +65,7 @@ impl RemoteFileSystem {
             .zip(dirs)
             .map(|(narrowed, asked)| match (narrowed.root, narrowed.error) {
                 (Some(root), None) => Ok(root),
-                (_, error) => Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    error.unwrap_or_else(|| format!("{}: refused by the server", asked.path)),
-                )),
+                (_, error) => Err(crate::error::narrowing_refused(&asked.path, error)),
             })
             .collect())
     }

@@ -8,8 +8,8 @@ const DEFAULT_CLIENT_MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// How to reach a server, and the bounds the client holds it to.
 ///
-/// Build it with [`RemoteOptions::default`] and the `with_*` methods (or struct update
-/// syntax); fields may be added.
+/// Build it with [`RemoteOptions::default`] and the `with_*` methods; fields may be added, so
+/// it is `#[non_exhaustive]`.
 ///
 /// # Examples
 ///
@@ -24,6 +24,7 @@ const DEFAULT_CLIENT_MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// assert_eq!(options.call_timeout, Duration::from_secs(30));
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RemoteOptions {
     /// Sent as `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
@@ -59,25 +60,12 @@ impl Default for RemoteOptions {
     }
 }
 
-impl RemoteOptions {
-    /// Sets [`call_timeout`](Self::call_timeout).
-    #[must_use]
-    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = timeout;
-        self
-    }
-
-    /// Sets [`stream_idle_timeout`](Self::stream_idle_timeout).
-    #[must_use]
-    pub fn with_stream_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.stream_idle_timeout = timeout;
-        self
-    }
-
-    /// Sets [`max_message_bytes`](Self::max_message_bytes).
-    #[must_use]
-    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
-        self.max_message_bytes = bytes;
-        self
-    }
-}
+with_setters!(RemoteOptions {
+    with_token => token: Option<String>,
+    with_connect_timeout => connect_timeout: Duration,
+    with_client_name => client_name: String,
+    with_ca_file => ca_file: Option<std::path::PathBuf>,
+    with_call_timeout => call_timeout: Duration,
+    with_stream_idle_timeout => stream_idle_timeout: Duration,
+    with_max_message_bytes => max_message_bytes: usize,
+});

@@ -77,7 +77,7 @@ impl ExecutorProcesses for RemoteProcesses {
 
     async fn start(&self, request: ProcessRequest) -> io::Result<StartedProcess> {
         if request.argv.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "argv is empty"));
+            return Err(crate::error::empty_argv());
         }
         let id = uuid::Uuid::new_v4().to_string();
         let (tx, rx) = mpsc::channel(PROCESS_EVENT_QUEUE);
@@ -129,10 +129,7 @@ struct RemoteControl {
 }
 
 fn closed(id: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::BrokenPipe,
-        format!("process {id}: its input is closed"),
-    )
+    crate::error::process_input_closed(id)
 }
 
 #[async_trait]
@@ -173,10 +170,7 @@ impl ProcessControl for RemoteControl {
             9 => "kill",
             15 => "terminate",
             other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("signal {other} cannot be sent to a remote process"),
-                ));
+                return Err(crate::error::signal_not_sendable(other));
             }
         };
         let params = json!({"processId": self.id, "signal": name});

@@ -40,18 +40,10 @@ impl RemoteFileSystem {
                 .await?;
             let part = STANDARD
                 .decode(response.data_base64.as_bytes())
-                .map_err(|e| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{path}: server sent invalid base64: {e}"),
-                    )
-                })?;
+                .map_err(|e| crate::error::invalid_base64(path, e))?;
             let got = part.len() as u64;
             if got > want {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{path}: the server sent {got} bytes of a {want}-byte range"),
-                ));
+                return Err(crate::error::range_overrun(path, got, want));
             }
             data.extend_from_slice(&part);
             if got < want {

@@ -30,7 +30,7 @@ pub(super) fn broken_by(err: &WsError) -> Option<io::Error> {
         WsError::Utf8(_) => "the server sent a text frame that is not UTF-8".to_string(),
         _ => return None,
     };
-    Some(io::Error::new(io::ErrorKind::InvalidData, message))
+    Some(crate::error::broken_by_server(message))
 }
 
 /// The error reply the reader gives call `id` itself, decoded by the caller like a server's.
@@ -95,12 +95,7 @@ pub(super) fn finish<T: DeserializeOwned>(
     reply: Result<Reply, oneshot::error::RecvError>,
 ) -> io::Result<T> {
     let reply = reply.map_err(|_| connection_lost())?;
-    let unexpected = |e: &dyn std::fmt::Display| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{method}: unexpected result from server: {e}"),
-        )
-    };
+    let unexpected = |e: &dyn std::fmt::Display| crate::error::unexpected_result(method, e);
     let answer: Answer<T> = serde_json::from_slice(&reply).map_err(|e| unexpected(&e))?;
     match answer {
         Answer {

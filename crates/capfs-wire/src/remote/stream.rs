@@ -66,10 +66,7 @@ impl RemoteFileSystem {
         // More than `max_bytes` is refused here too: a server that ignores the bound cannot
         // make the client hold more.
         let too_much = |received: u64| match max_bytes {
-            Some(max) if received > max => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{path}: the server sent more than the {max} bytes asked for"),
-            )),
+            Some(max) if received > max => Err(crate::error::stream_overrun(path, max)),
             _ => Ok(()),
         };
         let deadline = tokio::time::sleep(idle);
@@ -102,10 +99,7 @@ impl RemoteFileSystem {
         writer.flush().await?;
         let announced: StreamResponse = finish(CAPFS_READ_FILE_STREAM_METHOD, reply)?;
         if announced.size != received {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{path}: received {received} bytes of {}", announced.size),
-            ));
+            return Err(crate::error::stream_short(path, received, announced.size));
         }
         Ok(received)
     }
@@ -175,10 +169,7 @@ impl RemoteFileSystem {
             if let Some(early) = early {
                 // Refused before all the data went out (bad path, read-only root, ...).
                 let _: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, Ok(early))?;
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{path}: the server finished the write before its data was sent"),
-                ));
+                return Err(crate::error::write_finished_early(path));
             }
             let want = left.min(DATA_CHUNK_BYTES as u64) as usize;
             let n = frames
@@ -209,10 +200,7 @@ impl RemoteFileSystem {
             .map_err(|_| stalled())?;
         let done: StreamResponse = finish(CAPFS_WRITE_FILE_STREAM_METHOD, reply)?;
         if done.size != sent {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{path}: the server wrote {} bytes of {sent}", done.size),
-            ));
+            return Err(crate::error::write_size_mismatch(path, done.size, sent));
         }
         Ok(sent)
     }

@@ -58,7 +58,7 @@ impl AuditLog {
             .create(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            .map_err(|e| crate::error::prefixed(path.display(), &e))?;
         Ok(Self::to_writer(file))
     }
 
@@ -100,28 +100,28 @@ impl AuditLog {
 #[derive(Debug)]
 pub struct AuditRecord<'a> {
     /// UTC, RFC 3339 with milliseconds: `2026-01-31T12:00:00.123Z`.
-    pub time: String,
+    time: String,
     /// Numbered from 1 per server process.
-    pub connection: u64,
+    connection: u64,
     /// `IP:PORT` of the peer, or `stdio`.
-    pub peer: &'a str,
+    peer: &'a str,
     /// The request's method, or [`HANDSHAKE_METHOD`] for a refused handshake.
-    pub method: &'a str,
+    method: &'a str,
     /// The paths the request named, each once, as sent (a link's target included).
-    pub paths: &'a [String],
+    paths: &'a [String],
     /// `ok`, or the `io::ErrorKind` name of the failure (`PermissionDenied`, `NotFound`, ...).
-    pub outcome: &'a str,
+    outcome: &'a str,
     /// True exactly when the outcome is `PermissionDenied`: an escape, a path under no root,
     /// or a mutation under a read-only root.
-    pub denied: bool,
+    denied: bool,
     /// The JSON-RPC error code, for failures.
-    pub code: Option<i64>,
+    code: Option<i64>,
     /// The error message (written cut to 200 characters), for failures.
-    pub error: Option<String>,
+    error: Option<String>,
     /// File bytes read or written.
-    pub bytes: u64,
+    bytes: u64,
     /// Time from reading the request to queueing its reply, in microseconds.
-    pub micros: u64,
+    micros: u64,
 }
 
 impl<'a> AuditRecord<'a> {
@@ -140,6 +140,45 @@ impl<'a> AuditRecord<'a> {
             Err(e) => {
                 let kind = error_kind_name(e.clone().into_io().kind());
                 (kind, Some(e.code), Some(e.message.clone()))
+            }
+        };
+        Self {
+            time: rfc3339_now(),
+            connection,
+            peer,
+            method,
+            paths,
+            outcome,
+            denied: outcome == error_kind_name(io::ErrorKind::PermissionDenied),
+            code,
+            error,
+            bytes,
+            micros: elapsed.as_micros().min(u64::MAX as u128) as u64,
+        }
+    }
+
+    /// A record of a call a caller made on a file system itself, without a server between
+    /// (`capfs mcp` over a local one): its line reads as `capfs serve`'s for the same request.
+    /// `bytes` are the file bytes the call read or wrote.
+    pub fn of_call(
+        connection: u64,
+        peer: &'a str,
+        method: &'a str,
+        paths: &'a [String],
+        result: Result<(), &io::Error>,
+        bytes: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let (outcome, code, error) = match result {
+            Ok(()) => (OUTCOME_OK, None, None),
+            Err(e) => {
+                // Cut with a marker when the line is written, as the server cuts its own.
+                let reply = ErrorObject::from_io(e);
+                (
+                    error_kind_name(e.kind()),
+                    Some(reply.code),
+                    Some(reply.message),
+                )
             }
         };
         Self {

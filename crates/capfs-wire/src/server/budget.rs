@@ -82,17 +82,7 @@ pub(crate) struct Reservation {
     pool: Option<OwnedSemaphorePermit>,
 }
 
-/// The error of a reply that no budget could ever hold.
-pub(crate) fn never_fits(bytes: u64, share: u64) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!(
-            "reply too large for the server's outgoing budget: {bytes} bytes, limit is {share} \
-             bytes per connection (--max-outgoing-bytes-per-connection); use \
-             capfs/readFileStream for large files"
-        ),
-    )
-}
+use crate::error::never_fits;
 
 impl ConnectionBudget {
     /// The most bytes one reservation can hold.

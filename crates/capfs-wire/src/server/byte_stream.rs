@@ -8,8 +8,9 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ServerConfig, ws_config};
-use super::connection::{Connection, Shared};
+use super::connection::Connection;
 use super::listener::shutdown_deadline_passed;
+use super::shared::Shared;
 use crate::transport::lines;
 use crate::transport::stdio::EndAsStop;
 use capfs::ExecutorFileSystem;

@@ -76,6 +76,7 @@ const SHUTDOWN_TIMEOUT_RANGE: RangeInclusive<Duration> =
 /// How `capfs serve` listens and what it allows. [`ServerConfig::validate`] says which values
 /// are accepted; the server checks them before it binds or serves.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The address to bind (port 0 picks a free port).
     pub listen: SocketAddr,
@@ -134,6 +135,28 @@ pub struct ServerConfig {
     /// them every process method is `-32601`.
     pub processes: Option<ServedProcesses>,
 }
+
+with_setters!(ServerConfig {
+    with_listen => listen: SocketAddr,
+    with_token => token: Option<String>,
+    with_max_message_bytes => max_message_bytes: usize,
+    with_max_connections => max_connections: usize,
+    with_max_in_flight => max_in_flight: usize,
+    with_max_blocking => max_blocking: usize,
+    with_max_blocking_per_connection => max_blocking_per_connection: usize,
+    with_stream_idle_timeout => stream_idle_timeout: Duration,
+    with_max_handshakes => max_handshakes: usize,
+    with_handshake_timeout => handshake_timeout: Duration,
+    with_shutdown_timeout => shutdown_timeout: Duration,
+    with_connection_threads => connection_threads: usize,
+    with_session_ttl => session_ttl: Duration,
+    with_max_outgoing_bytes => max_outgoing_bytes: u64,
+    with_max_outgoing_bytes_per_connection => max_outgoing_bytes_per_connection: u64,
+    with_max_processes => max_processes: usize,
+    with_max_processes_per_connection => max_processes_per_connection: usize,
+    with_audit => audit: Option<AuditLog>,
+    with_processes => processes: Option<ServedProcesses>,
+});
 
 /// The processes a server serves: any [`ExecutorProcesses`](capfs::process::ExecutorProcesses).
 #[derive(Clone)]
@@ -238,47 +261,46 @@ impl ServerConfig {
             &(1..=self.max_processes.max(1)),
         )?;
         if self.token.as_deref().is_some_and(str::is_empty) {
-            return Err(invalid_config("the token is empty".to_string()));
+            return Err(crate::error::empty_token());
         }
         Ok(())
     }
-}
-
-pub(crate) fn invalid_config(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
 fn check_usize(flag: &str, value: usize, range: &RangeInclusive<usize>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
-    Err(invalid_config(format!(
-        "{flag} {value}: must be from {} to {}",
+    Err(crate::error::out_of_range(
+        flag,
+        value,
         range.start(),
-        range.end()
-    )))
+        range.end(),
+    ))
 }
 
 fn check_u64(flag: &str, value: u64, range: &RangeInclusive<u64>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
-    Err(invalid_config(format!(
-        "{flag} {value}: must be from {} to {}",
+    Err(crate::error::out_of_range(
+        flag,
+        value,
         range.start(),
-        range.end()
-    )))
+        range.end(),
+    ))
 }
 
 fn check_duration(flag: &str, value: Duration, range: &RangeInclusive<Duration>) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
-    Err(invalid_config(format!(
-        "{flag} {value:?}: must be from {:?} to {:?}",
-        range.start(),
-        range.end()
-    )))
+    Err(crate::error::out_of_range(
+        flag,
+        format_args!("{value:?}"),
+        format_args!("{:?}", range.start()),
+        format_args!("{:?}", range.end()),
+    ))
 }
 
 pub(crate) fn ws_config(config: &ServerConfig) -> WebSocketConfig {

@@ -18,17 +18,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::audit::{self, RequestLog};
-use super::budget::{Budget, ConnectionBudget, ReplyBudget};
-use super::codex::watch::MAX_WATCHES_PER_SERVER;
-use super::config::ServerConfig;
+use super::budget::{ConnectionBudget, ReplyBudget};
 use super::frames::StreamContext;
 use super::methods::{self, Runs};
 use super::outgoing::{self, Outgoing};
 use super::payload::{Outcome, Payload};
-use super::process::table::{self as process_table, Attached, ServerProcesses, Sink};
+use super::process::table::{self as process_table, Attached, Sink};
 use super::reply;
 use super::session::{FsCall, Session, Step};
-use super::sessions::Sessions;
+use super::shared::Shared;
 use super::stall::WriterClock;
 use super::stream;
 use super::work::{RequestSlots, Work};
@@ -42,57 +40,6 @@ use capfs::ExecutorFileSystem;
 /// the queue (not read by the writer itself, see `outgoing.rs`), this bounds them at 8 MiB per
 /// connection.
 const OUT_QUEUE_MESSAGES: usize = 32;
-
-/// What every connection of one server shares.
-pub(crate) struct Shared {
-    pub(crate) fs: Arc<dyn ExecutorFileSystem>,
-    pub(crate) config: ServerConfig,
-    pub(crate) connections: Arc<Semaphore>,
-    /// Requests doing file-system work at once, across the server.
-    pub(crate) work: Arc<Semaphore>,
-    /// Sessions of the current codex protocol, which outlive their connections by the TTL.
-    pub(crate) sessions: Arc<Sessions>,
-    /// `fs/open` handles open at once across the server.
-    pub(crate) handles: Arc<Semaphore>,
-    /// `fs/watchMissing` watches at once across the server.
-    pub(crate) watches: Arc<Semaphore>,
-    /// The outgoing bytes replies and data frames may hold, across the server.
-    pub(crate) budget: Budget,
-    /// The processes the server serves, if it does.
-    pub(crate) processes: Option<Arc<ServerProcesses>>,
-}
-
-/// `fs/open` handles open at once across a server (each read handle holds a descriptor).
-const MAX_OPEN_HANDLES: usize = 1024;
-
-impl Shared {
-    pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
-        let fs_roots = fs.served_roots();
-        Self {
-            fs,
-            connections: Arc::new(Semaphore::new(config.max_connections)),
-            work: Arc::new(Semaphore::new(config.max_blocking)),
-            sessions: Arc::new(Sessions::new(config.session_ttl)),
-            handles: Arc::new(Semaphore::new(MAX_OPEN_HANDLES)),
-            watches: Arc::new(Semaphore::new(MAX_WATCHES_PER_SERVER)),
-            budget: Budget::new(
-                config.max_outgoing_bytes,
-                config.max_outgoing_bytes_per_connection,
-            ),
-            processes: config.processes.as_ref().map(|served| {
-                Arc::new(ServerProcesses::new(
-                    Arc::clone(&served.0),
-                    config.max_processes,
-                    config.max_processes_per_connection,
-                    config.session_ttl,
-                    config.audit.clone(),
-                    fs_roots,
-                ))
-            }),
-            config,
-        }
-    }
-}
 
 pub(crate) struct Connection {
     shared: Arc<Shared>,

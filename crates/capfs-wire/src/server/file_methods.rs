@@ -88,10 +88,9 @@ pub(crate) async fn write_file(call: Call<'_>, p: WriteFileParams) -> Result<Pay
         )
     })?;
     call.outcome.bytes = data.len() as u64;
-    let options = WriteOptions {
-        mode: p.mode,
-        modified_at_ms: p.modified_at_ms,
-    };
+    let options = WriteOptions::default()
+        .with_mode(p.mode)
+        .with_modified_at_ms(p.modified_at_ms);
     if options == WriteOptions::default() {
         call.fs.write_file(&p.path, data).await.map_err(io)?;
     } else {
@@ -110,9 +109,7 @@ pub(crate) async fn create_directory(
     call: Call<'_>,
     p: CreateDirectoryParams,
 ) -> Result<Payload, ErrorObject> {
-    let options = CreateDirectoryOptions {
-        recursive: p.recursive.unwrap_or(true),
-    };
+    let options = CreateDirectoryOptions::default().with_recursive(p.recursive.unwrap_or(true));
     call.fs
         .create_directory(&p.path, options)
         .await
@@ -142,19 +139,16 @@ pub(crate) async fn read_directory(call: Call<'_>, p: PathParams) -> Result<Payl
 
 /// `fs/remove`; `recursive` and `force` unless the request says otherwise.
 pub(crate) async fn remove(call: Call<'_>, p: RemoveParams) -> Result<Payload, ErrorObject> {
-    let options = RemoveOptions {
-        recursive: p.recursive.unwrap_or(true),
-        force: p.force.unwrap_or(true),
-    };
+    let options = RemoveOptions::default()
+        .with_recursive(p.recursive.unwrap_or(true))
+        .with_force(p.force.unwrap_or(true));
     call.fs.remove(&p.path, options).await.map_err(io)?;
     done()
 }
 
 /// `fs/copy`.
 pub(crate) async fn copy(call: Call<'_>, p: CopyParams) -> Result<Payload, ErrorObject> {
-    let options = CopyOptions {
-        recursive: p.recursive.unwrap_or(false),
-    };
+    let options = CopyOptions::default().with_recursive(p.recursive.unwrap_or(false));
     call.fs
         .copy(&p.source_path, &p.destination_path, options)
         .await
@@ -164,9 +158,7 @@ pub(crate) async fn copy(call: Call<'_>, p: CopyParams) -> Result<Payload, Error
 
 /// `fs/rename`.
 pub(crate) async fn rename(call: Call<'_>, p: RenameParams) -> Result<Payload, ErrorObject> {
-    let options = RenameOptions {
-        overwrite: p.overwrite.unwrap_or(false),
-    };
+    let options = RenameOptions::default().with_overwrite(p.overwrite.unwrap_or(false));
     call.fs
         .rename(&p.source_path, &p.destination_path, options)
         .await

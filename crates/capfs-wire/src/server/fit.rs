@@ -271,14 +271,10 @@ mod tests {
         );
         assert_eq!(serde_json::to_string(&all).unwrap(), whole);
         let listing = vec![
-            ReadDirectoryEntry {
-                file_name: "n".repeat(100),
-                is_directory: false,
-                is_file: true,
-                is_symlink: false,
-                lossy_name: false,
-                raw_name: None,
-            };
+            ReadDirectoryEntry::new("n".repeat(100))
+                .with_is_directory(false)
+                .with_is_file(true)
+                .with_is_symlink(false);
             10
         ];
         let (reply, _) = listing_reply(listing.clone(), RESULT_ROOM + 5 * 168);

@@ -17,7 +17,8 @@ use tokio_util::task::TaskTracker;
 use super::admission::{answer_readyz, check_handshake, is_readyz_request, peek_head, refusal};
 use super::audit;
 use super::config::{ServerConfig, ws_config};
-use super::connection::{Connection, Shared};
+use super::connection::Connection;
+use super::shared::Shared;
 use super::threads::ConnectionThreads;
 use crate::transport::shared::SharedSocket;
 use capfs::ExecutorFileSystem;
@@ -52,14 +53,7 @@ impl Server {
     pub async fn bind(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> io::Result<Self> {
         config.validate()?;
         if !config.listen.ip().is_loopback() && config.token.is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "refusing to listen on non-loopback address {} without a token \
-                     (use --token-file or CAPFS_TOKEN)",
-                    config.listen
-                ),
-            ));
+            return Err(crate::error::token_required(config.listen));
         }
         warn_about_descriptor_limit(&config);
         let listener = TcpListener::bind(config.listen).await?;
@@ -227,17 +221,7 @@ fn warn_about_descriptor_limit(config: &ServerConfig) {
     }
 }
 
-pub(super) fn shutdown_deadline_passed(timeout: Duration, open: usize) -> io::Error {
-    let noun = if open == 1 {
-        "connection"
-    } else {
-        "connections"
-    };
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("shutdown timeout of {timeout:?} passed: cut {open} {noun} still open"),
-    )
-}
+pub(super) use crate::error::shutdown_deadline_passed;
 
 /// What the accept loop remembers of its failures: when it last logged one, how many it has
 /// not logged since, and how long to pause after the next one.
@@ -374,10 +358,7 @@ async fn serve_connection(
     let accepted = tokio::select! {
         () = stop.cancelled() => return Ok(()),
         accepted = tokio::time::timeout(deadline, accept) => accepted.map_err(|_| {
-            WsError::Io(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no complete handshake in time",
-            ))
+            WsError::Io(crate::error::handshake_timed_out())
         }),
     };
     drop(handshake);

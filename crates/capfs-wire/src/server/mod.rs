@@ -35,6 +35,7 @@ mod process;
 mod reply;
 mod session;
 mod sessions;
+mod shared;
 mod stall;
 mod state;
 mod stream;
@@ -54,6 +55,7 @@ pub use listener::Server;
 pub use methods::method_names;
 pub use pair::{ServingHandle, pair, pair_with_options};
 pub use process::{DEFAULT_MAX_PROCESSES, DEFAULT_MAX_PROCESSES_PER_CONNECTION};
-/// The protocol state machine without a socket, for the fuzz targets; not a stable API.
-#[doc(hidden)]
+/// The protocol state machine without a socket, for the fuzz targets (feature `fuzzing`); not
+/// a stable API.
+#[cfg(feature = "fuzzing")]
 pub use session::Session;

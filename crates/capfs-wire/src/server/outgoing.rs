@@ -254,9 +254,7 @@ where
         return true;
     }
     let Some(direct) = direct else {
-        let _ = span.done.send(Err(io::Error::other(
-            "this connection has no socket for data frames",
-        )));
+        let _ = span.done.send(Err(crate::error::no_socket_for_frames()));
         return true;
     };
     let mut sent = 0;
@@ -358,7 +356,7 @@ impl DirectFrames {
         })
         .await;
         drop(permit);
-        let (buffer, n) = read.map_err(|e| Failed::File(io::Error::other(e)))?;
+        let (buffer, n) = read.map_err(|e| Failed::File(crate::error::read_task_failed(e)))?;
         self.buffer = buffer;
         n.map_err(Failed::File)
     }

@@ -99,7 +99,7 @@ impl ServingHandle {
         match self.task.await {
             Ok(served) => served,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(io::Error::other(format!("the paired server's task: {e}"))),
+            Err(e) => Err(crate::error::paired_server_lost(e)),
         }
     }
 

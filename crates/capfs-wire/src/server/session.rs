@@ -37,27 +37,7 @@ enum Handshake {
 
 /// The server side of one connection's protocol: the handshake state and what each incoming
 /// message gets in reply.
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> std::io::Result<()> {
-/// use capfs_wire::protocol::Message;
-/// use capfs::{Access, LocalFileSystem, Sandbox};
-/// use capfs_wire::server::Session;
-///
-/// let dir = tempfile::tempdir()?;
-/// let fs = LocalFileSystem::new(Sandbox::new().with_root(dir.path(), Access::ReadWrite)?);
-/// let mut session = Session::new(capfs_wire::server::DEFAULT_MAX_MESSAGE_BYTES);
-///
-/// let reply = session.handle(&fs, br#"{"id":1,"method":"initialize","params":{}}"#).await;
-/// assert!(matches!(reply, Some(Message::Response(_))));
-/// assert!(session.handle(&fs, br#"{"method":"initialized"}"#).await.is_none());
-/// let reply = session.handle(&fs, br#"{"id":2,"method":"fs/readFile","params":{"path":"/"}}"#);
-/// assert!(matches!(reply.await, Some(Message::Error(_))));
-/// # Ok(()) }
-/// ```
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
 #[derive(Debug)]
 pub struct Session {
     state: Handshake,
@@ -137,6 +117,7 @@ impl FsCall {
     }
 }
 
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
 impl Session {
     /// A new connection's state: waiting for `initialize`. `max_message_bytes` is announced to
     /// the client in the `initialize` result.
@@ -223,6 +204,30 @@ impl Session {
     /// Handles one incoming message as the server does and returns the reply, if any: fs calls
     /// run on `fs` before this returns. Never panics, whatever `bytes` hold; input that is not
     /// a message gets an error reply and leaves the state as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// use capfs_wire::protocol::Message;
+    /// use capfs::{Access, LocalFileSystem, Sandbox};
+    /// use capfs_wire::server::Session;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let fs = LocalFileSystem::new(Sandbox::new().with_root(dir.path(), Access::ReadWrite)?);
+    /// let mut session = Session::new(capfs_wire::server::DEFAULT_MAX_MESSAGE_BYTES);
+    ///
+    /// let reply = session.handle(&fs, br#"{"id":1,"method":"initialize","params":{}}"#).await;
+    /// assert!(matches!(reply, Some(Message::Response(_))));
+    /// assert!(session.handle(&fs, br#"{"method":"initialized"}"#).await.is_none());
+    /// let reply = session.handle(&fs, br#"{"id":2,"method":"fs/readFile","params":{"path":"/"}}"#);
+    /// assert!(matches!(reply.await, Some(Message::Error(_))));
+    /// # Ok(()) }
+    /// ```
+    // The fuzz targets' entry point, compiled without their feature too so that its example
+    // is built and run by the crate's own doctests.
+    #[cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
     pub async fn handle(&mut self, fs: &dyn ExecutorFileSystem, bytes: &[u8]) -> Option<Message> {
         match self.receive(bytes) {
             Step::Unreadable(message) => Some(message),

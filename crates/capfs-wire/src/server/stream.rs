@@ -201,10 +201,9 @@ pub(crate) fn start_write(
         };
         uploads.insert(p.stream_id, upload);
     }
-    let options = WriteOptions {
-        mode: p.mode,
-        modified_at_ms: p.modified_at_ms,
-    };
+    let options = WriteOptions::default()
+        .with_mode(p.mode)
+        .with_modified_at_ms(p.modified_at_ms);
     tokio::spawn(async move {
         let held = ctx.work.clone().acquire().await;
         let mut reader = ChunkReader {

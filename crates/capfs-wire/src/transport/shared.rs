@@ -91,7 +91,7 @@ impl AsyncRead for SharedSocket {
                 };
                 if n > 0 && n < room {
                     drained = Some(n);
-                    return Err(io::ErrorKind::WouldBlock.into());
+                    return Err(crate::error::would_block());
                 }
                 Ok(n)
             });
@@ -178,10 +178,7 @@ impl DirectSocket {
     {
         loop {
             if sink.flush().await.is_err() {
-                return Err(io::Error::new(
-                    io::ErrorKind::BrokenPipe,
-                    "the WebSocket's writer failed",
-                ));
+                return Err(crate::error::websocket_writer_failed());
             }
             let mut turn = self.turn.state.lock().expect("turn lock");
             // The read half may have begun a pong since the flush; then flush again.
@@ -214,7 +211,7 @@ async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
             })
             .await?;
         if n == 0 {
-            return Err(io::Error::from(io::ErrorKind::WriteZero));
+            return Err(crate::error::socket_wrote_nothing());
         }
         bytes = &bytes[n..];
     }

@@ -143,7 +143,7 @@ fn place_symlink(parent: &Dir, name: &OsStr, text: &Path) -> io::Result<()> {
     match parent.symlink_contents(text, name) {
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
             if parent.symlink_metadata(name)?.is_dir() {
-                return Err(io::Error::from(ErrorKind::IsADirectory));
+                return Err(error::link_over_directory());
             }
             let temp = handles::temporary_name("link");
             parent.symlink_contents(text, &temp)?;
@@ -202,10 +202,7 @@ fn copy_tree(
         match parent.symlink_metadata(name) {
             Ok(m) if m.is_dir() && FileId::of(&m) == src_id => return Err(into_itself()),
             Ok(m) if !m.is_dir() => {
-                return Err(io::Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!("{destination}: exists and is not a directory"),
-                ));
+                return Err(error::exists_not_directory(destination));
             }
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => {

@@ -12,7 +12,7 @@ use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::{Inner, handles, resolve};
-use crate::error::with_path;
+use crate::error::{self, with_path};
 use crate::file_system::{CreateDirectoryOptions, FileMetadata, ReadDirectoryEntry};
 use crate::path::AbsolutePathBuf;
 use crate::sandbox::Root;
@@ -28,10 +28,7 @@ pub(crate) fn create_directory(
         return if options.recursive {
             Ok(())
         } else {
-            Err(with_path(
-                path,
-                io::Error::from(io::ErrorKind::AlreadyExists),
-            ))
+            Err(error::exists(path))
         };
     }
     // Every directory is created through a handle on its parent, checked first: a read-only root
@@ -215,10 +212,7 @@ fn list_into(
 pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBuf> {
     let resolved = fs.sandbox.resolve(path)?;
     if resolved.is_root() {
-        return Err(with_path(
-            path,
-            io::Error::from(io::ErrorKind::InvalidInput),
-        ));
+        return Err(error::root_is_not_a_link(path));
     }
     let (parent_rel, name) = handles::split(&resolved.rel);
     let parent = handles::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
@@ -231,10 +225,7 @@ pub(crate) fn create_symlink(fs: &Inner, path: &AbsolutePathBuf, target: &Path) 
     let resolved = fs.sandbox.resolve(path)?;
     resolved.require_writable(path)?;
     if resolved.is_root() {
-        return Err(with_path(
-            path,
-            io::Error::from(io::ErrorKind::AlreadyExists),
-        ));
+        return Err(error::exists(path));
     }
     let (parent_rel, name) = handles::split(&resolved.rel);
     let parent = handles::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;

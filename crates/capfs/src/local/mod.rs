@@ -42,7 +42,7 @@ use async_trait::async_trait;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::error::{check_stream_size, stream_too_long, with_path};
+use crate::error::{self, check_stream_size, stream_too_long, with_path};
 use crate::file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
     Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
@@ -132,8 +132,13 @@ impl LocalFileSystem {
 
     /// True when the cheap operations on `path` (`get_metadata`, small `read_file`s) run on the
     /// calling task: its root is on a local-disk file system. False for a path under no root.
-    #[doc(hidden)]
+    /// For tests (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn runs_inline(&self, path: &AbsolutePathBuf) -> bool {
+        self.inline(path)
+    }
+
+    fn inline(&self, path: &AbsolutePathBuf) -> bool {
         self.inner
             .sandbox
             .root_for(path)
@@ -148,7 +153,7 @@ impl LocalFileSystem {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || op(&inner))
             .await
-            .map_err(|e| io::Error::other(format!("file system task failed: {e}")))?
+            .map_err(|e| error::task_failed(&e))?
     }
 }
 
@@ -156,7 +161,7 @@ impl LocalFileSystem {
 impl ExecutorFileSystem for LocalFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
         let limit = self.inner.read_limit;
-        if !self.runs_inline(path) {
+        if !self.inline(path) {
             let path = path.clone();
             return self
                 .run(move |fs| {
@@ -186,7 +191,7 @@ impl ExecutorFileSystem for LocalFileSystem {
         offset: u64,
         length: u64,
     ) -> FileSystemResult<Vec<u8>> {
-        if self.runs_inline(path) && range::is_small(length) {
+        if self.inline(path) && range::is_small(length) {
             return range::read_range(&self.inner, path, offset, length);
         }
         let path = path.clone();
@@ -214,7 +219,7 @@ impl ExecutorFileSystem for LocalFileSystem {
         writer: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> FileSystemResult<u64> {
-        let (file, size) = if self.runs_inline(path) {
+        let (file, size) = if self.inline(path) {
             read::open_regular(&self.inner, path)?
         } else {
             let opened = path.clone();
@@ -223,7 +228,7 @@ impl ExecutorFileSystem for LocalFileSystem {
         let mut sent = 0u64;
         // A small file on a local disk is read here, like `read_file` reads it: one batch and no
         // hand-off. Whatever it has grown to past the batch goes through the blocking pool.
-        if size <= INLINE_READ_BYTES && self.runs_inline(path) {
+        if size <= INLINE_READ_BYTES && self.inline(path) {
             let batch = read::read_batch(&file, INLINE_READ_BYTES as usize + 1, path)?;
             writer.write_all(&batch).await?;
             sent = batch.len() as u64;
@@ -263,7 +268,7 @@ impl ExecutorFileSystem for LocalFileSystem {
     ) -> FileSystemResult<Option<std::fs::File>> {
         // Opening never blocks on a local disk, and a read there blocks only as long as an
         // inline read does; elsewhere the caller reads through the blocking pool.
-        if !self.runs_inline(path) {
+        if !self.inline(path) {
             return Ok(None);
         }
         let (file, _) = read::open_regular(&self.inner, path)?;
@@ -344,7 +349,7 @@ impl ExecutorFileSystem for LocalFileSystem {
     async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata> {
         // On a local disk, a few stat calls (none of which opens the file): cheaper here than the
         // hand-off to the blocking pool.
-        if self.runs_inline(path) {
+        if self.inline(path) {
             return metadata::get_metadata(&self.inner, path);
         }
         let path = path.clone();
@@ -358,7 +363,7 @@ impl ExecutorFileSystem for LocalFileSystem {
         // On a local disk a small directory is listed here (its entries carry their types, so
         // there is one `getdents64` and no stat per entry); past the bound the listing goes on
         // in the blocking pool, so that no call holds the task's thread for long.
-        if self.runs_inline(path) {
+        if self.inline(path) {
             let listing = metadata::start_listing(&self.inner, path, INLINE_DIRECTORY_ENTRIES)?;
             let rest = match listing.complete() {
                 Ok(entries) => return Ok(entries),

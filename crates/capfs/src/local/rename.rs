@@ -39,10 +39,7 @@ pub(crate) fn rename(
         }
     }
     if !std::ptr::eq(src.root, dst.root) {
-        return Err(io::Error::new(
-            ErrorKind::CrossesDevices,
-            format!("{source}: cannot rename across sandbox roots"),
-        ));
+        return Err(error::rename_across_roots(source));
     }
     let root = src.root;
     let (src_parent_rel, src_name) = handles::split(&src.rel);

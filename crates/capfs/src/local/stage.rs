@@ -175,10 +175,7 @@ fn with_random_name<T>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(io::Error::new(
-        io::ErrorKind::AlreadyExists,
-        "too many temporary files exist",
-    ))
+    Err(crate::error::too_many_temporaries())
 }
 
 #[cfg(test)]

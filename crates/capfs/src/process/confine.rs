@@ -13,6 +13,7 @@ use landlock::{
 };
 
 use super::policy::Network;
+use crate::error;
 use crate::sandbox::{Access, Root};
 
 /// The oldest ABI enforced as a whole: TCP rules (4), ioctls on devices (5), signal and
@@ -132,9 +133,7 @@ pub(crate) fn ruleset(reach: &Reach<'_>) -> io::Result<RulesetCreated> {
         }
     }
     for (path, access) in extra {
-        let fd = PathFd::new(path).map_err(|e| {
-            io::Error::new(io::ErrorKind::NotFound, format!("{}: {e}", path.display()))
-        })?;
+        let fd = PathFd::new(path).map_err(|e| error::grant_missing(path, e))?;
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
             .map_err(refused)?;
@@ -156,8 +155,5 @@ fn handled_network(ruleset: Ruleset, network: Network) -> Result<Ruleset, landlo
 }
 
 fn refused(err: impl std::fmt::Display) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        format!("processes cannot be confined: landlock: {err}"),
-    )
+    error::landlock_refused(err)
 }

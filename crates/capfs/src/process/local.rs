@@ -19,6 +19,7 @@ use super::mounts::{self, ReadOnlyMounts};
 use super::policy::{Network, ProcessPolicy};
 use super::run::{self, Wiring};
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
+use crate::error;
 use crate::sandbox::{Access, Sandbox};
 
 /// Starts processes on this host, each held by the kernel to the sandbox's roots: Landlock
@@ -79,16 +80,10 @@ impl LocalProcesses {
         let as_root = rustix::process::geteuid().is_root();
         if let Some(run_as) = policy.run_as {
             if run_as.uid == 0 || run_as.gid == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "processes cannot run as user or group 0",
-                ));
+                return Err(error::run_as_root_id());
             }
             if !as_root {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "a user to run processes as needs a starter running as root",
-                ));
+                return Err(error::run_as_needs_root());
             }
         }
         let cgroups = if as_root {
@@ -104,10 +99,7 @@ impl LocalProcesses {
             Confinement::Unconfined
         } else {
             if as_root && policy.run_as.is_none() {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    "running as root: processes need an unprivileged user to run as (run_as)",
-                ));
+                return Err(error::root_needs_run_as());
             }
             refuse_nested(&sandbox)?;
             confine::probe(policy.network)?;
@@ -158,10 +150,7 @@ fn refuse_nested(sandbox: &Sandbox) -> io::Result<()> {
         for inner in roots.iter().skip(i + 1) {
             let (a, b) = (outer.path(), inner.path());
             if a.strip_prefix(b).is_some() || b.strip_prefix(a).is_some() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{a} and {b}: nested roots cannot be given to processes"),
-                ));
+                return Err(error::nested_roots(a, b));
             }
         }
     }
@@ -177,12 +166,7 @@ impl Slot {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::QuotaExceeded,
-                    format!("{max} processes are running: no more may start"),
-                )
-            })?;
+            .map_err(|_| error::too_many_processes(max))?;
         Ok(Self(running.clone()))
     }
 }
@@ -203,33 +187,24 @@ impl Drop for TempDir {
     }
 }
 
-fn invalid(message: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message.to_owned())
-}
-
 fn validate(request: &ProcessRequest) -> io::Result<()> {
     let Some(program) = request.argv.first() else {
-        return Err(invalid("argv is empty"));
+        return Err(error::empty_argv());
     };
     let strings = request.argv.iter().chain(&request.arg0);
     if strings.clone().any(|s| s.contains('\0')) {
-        return Err(invalid("an argument has a NUL byte"));
+        return Err(error::nul_in_argument());
     }
     for (name, value) in &request.env {
         if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
-            return Err(invalid(
-                "an environment variable's name or value is malformed",
-            ));
+            return Err(error::malformed_environment());
         }
     }
     if program.is_empty() {
-        return Err(invalid("the program's name is empty"));
+        return Err(error::empty_program_name());
     }
     if !program.contains('/') && !request.env.iter().any(|(name, _)| name == "PATH") {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{program}: no PATH in the environment to find it on"),
-        ));
+        return Err(error::no_path_to_search(program));
     }
     Ok(())
 }
@@ -262,13 +237,7 @@ impl ExecutorProcesses for LocalProcesses {
                         .iter()
                         .any(|(name, asked)| name == root.path() && *asked == name)
                     {
-                        return Err(io::Error::new(
-                            io::ErrorKind::PermissionDenied,
-                            format!(
-                                "{}: a directory to keep read-only is reached through a link",
-                                root.path()
-                            ),
-                        ));
+                        return Err(error::read_only_dir_through_link(root.path()));
                     }
                     mount_dirs.push(mounts::Located::of(root.dir().as_fd())?);
                 }
@@ -359,13 +328,13 @@ impl ExecutorProcesses for LocalProcesses {
         );
         let child = command
             .spawn()
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", request.argv[0])))?;
+            .map_err(|e| error::spawn_failed(&request.argv[0], &e))?;
         drop(command);
         let pid = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id as i32));
         let pidfd = rustix::process::pidfd_open(
-            pid.ok_or_else(|| invalid("the process has no id"))?,
+            pid.ok_or_else(|| error::child_lacks("the process has no id"))?,
             PidfdFlags::empty(),
         )?;
         let wiring = match pty {
@@ -374,8 +343,14 @@ impl ExecutorProcesses for LocalProcesses {
                 let mut child = child;
                 let wiring = Wiring::Pipes {
                     stdin: child.stdin.take(),
-                    stdout: child.stdout.take().ok_or_else(|| invalid("no stdout"))?,
-                    stderr: child.stderr.take().ok_or_else(|| invalid("no stderr"))?,
+                    stdout: child
+                        .stdout
+                        .take()
+                        .ok_or_else(|| error::child_lacks("no stdout"))?,
+                    stderr: child
+                        .stderr
+                        .take()
+                        .ok_or_else(|| error::child_lacks("no stderr"))?,
                 };
                 return run::launch(
                     child,

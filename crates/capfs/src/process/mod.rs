@@ -131,6 +131,7 @@ impl ProcessExit {
 /// What a started process reports, in order: output, then one `Exited`, then more output that
 /// was still buffered, then one `Closed`, after which the stream ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProcessEvent {
     /// A chunk of output, never empty.
     Output {

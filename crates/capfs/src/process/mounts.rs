@@ -15,6 +15,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use rustix::mount::{MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
 
+use crate::error;
 use crate::sandbox::{Access, Root, Sandbox};
 
 /// A directory as the parent found it: its path without links and its identity.
@@ -37,10 +38,7 @@ impl Located {
         // A removed directory is named with a " (deleted)" suffix; only a plain absolute path
         // can be found again in the child.
         if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                "a directory to keep read-only is no longer reachable",
-            ));
+            return Err(error::read_only_dir_unreachable());
         }
         Ok(Self {
             path: CString::new(bytes)?,
@@ -131,14 +129,9 @@ pub(crate) fn read_only_inside_writable(sandbox: &Sandbox) -> io::Result<Vec<&Ro
                 _ => continue,
             };
             if outer.access() != Access::ReadWrite || inner.access() != Access::ReadOnly {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} and {}: nested roots cannot be given to processes unless a read-only \
-                         directory lies inside a writable root",
-                        outer.path(),
-                        inner.path()
-                    ),
+                return Err(error::nested_roots_not_read_only(
+                    outer.path(),
+                    inner.path(),
                 ));
             }
             if !mounts.iter().any(|m: &&Root| m.id() == inner.id()) {

@@ -21,6 +21,7 @@ pub enum Network {
 
 /// The unprivileged identity processes run as when the starter is root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunAs {
     /// The user id; never 0.
     pub uid: u32,

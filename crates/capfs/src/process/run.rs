@@ -14,6 +14,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::error;
+
 use super::cgroup::Cgroup;
 use super::{
     OutputStream, PROCESS_EVENT_QUEUE, ProcessControl, ProcessEvent, ProcessExit, StartedProcess,
@@ -101,16 +103,12 @@ impl std::fmt::Debug for Control {
     }
 }
 
-fn broken_pipe() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the process's input is closed")
-}
-
 #[async_trait]
 impl ProcessControl for Control {
     async fn write(&self, bytes: &[u8]) -> io::Result<()> {
         let mut input = self.shared.input.lock().await;
         match &mut *input {
-            Input::Closed => Err(broken_pipe()),
+            Input::Closed => Err(error::input_closed()),
             Input::Pipe(stdin) => {
                 stdin.write_all(bytes).await?;
                 stdin.flush().await
@@ -135,25 +133,17 @@ impl ProcessControl for Control {
     async fn resize(&self, size: TerminalSize) -> io::Result<()> {
         match &self.shared.terminal {
             Some(fd) => super::pty::resize(fd.get_ref(), size),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the process has no terminal to resize",
-            )),
+            None => Err(error::no_terminal()),
         }
     }
 
     async fn signal(&self, signal: i32) -> io::Result<()> {
-        let signal = Signal::from_named_raw(signal).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{signal}: not a signal"),
-            )
-        })?;
+        let signal = Signal::from_named_raw(signal).ok_or_else(|| error::not_a_signal(signal))?;
         let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.exited {
             return Ok(());
         }
-        let pid = Pid::from_raw(self.shared.pid as i32).ok_or_else(broken_pipe)?;
+        let pid = Pid::from_raw(self.shared.pid as i32).ok_or_else(error::input_closed)?;
         // The group may be gone while the main process lingers: nothing to signal then.
         match rustix::process::kill_process_group(pid, signal) {
             Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
@@ -177,7 +167,7 @@ async fn write_terminal(fd: &AsyncFd<OwnedFd>, mut bytes: &[u8]) -> io::Result<(
         let mut ready = fd.writable().await?;
         match ready.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), bytes)?)) {
             Ok(Ok(n)) => bytes = &bytes[n..],
-            Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Err(broken_pipe()),
+            Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Err(error::input_closed()),
             Ok(Err(e)) => return Err(e),
             Err(_would_block) => {}
         }

@@ -56,8 +56,5 @@ pub(crate) fn no_unix_sockets() -> io::Result<BpfProgram> {
 }
 
 fn refused(err: impl std::fmt::Display) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        format!("processes cannot be confined: seccomp: {err}"),
-    )
+    crate::error::seccomp_refused(err)
 }

@@ -29,9 +29,7 @@ async fn apply(fs: &dyn ExecutorFileSystem, tree: &Tree, op: &Op) -> Outcome {
         Op::CreateDirectory(p, recursive) => done(
             fs.create_directory(
                 &tree.path(p),
-                CreateDirectoryOptions {
-                    recursive: *recursive,
-                },
+                CreateDirectoryOptions::default().with_recursive(*recursive),
             )
             .await,
         ),
@@ -59,10 +57,9 @@ async fn apply(fs: &dyn ExecutorFileSystem, tree: &Tree, op: &Op) -> Outcome {
         Op::Remove(p, recursive, force) => done(
             fs.remove(
                 &tree.path(p),
-                RemoveOptions {
-                    recursive: *recursive,
-                    force: *force,
-                },
+                RemoveOptions::default()
+                    .with_recursive(*recursive)
+                    .with_force(*force),
             )
             .await,
         ),
@@ -70,9 +67,7 @@ async fn apply(fs: &dyn ExecutorFileSystem, tree: &Tree, op: &Op) -> Outcome {
             fs.copy(
                 &tree.path(a),
                 &tree.path(b),
-                CopyOptions {
-                    recursive: *recursive,
-                },
+                CopyOptions::default().with_recursive(*recursive),
             )
             .await,
         ),
@@ -80,9 +75,7 @@ async fn apply(fs: &dyn ExecutorFileSystem, tree: &Tree, op: &Op) -> Outcome {
             fs.rename(
                 &tree.path(a),
                 &tree.path(b),
-                RenameOptions {
-                    overwrite: *overwrite,
-                },
+                RenameOptions::default().with_overwrite(*overwrite),
             )
             .await,
         ),

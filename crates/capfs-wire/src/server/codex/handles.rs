@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::error;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Handles one connection may hold open, as codex's own executor bounds them.
@@ -47,21 +48,8 @@ pub(crate) struct Handles {
     server: Arc<Semaphore>,
 }
 
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message)
-}
-
-fn unknown(id: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("unknown file handle `{id}`"),
-    )
-}
-
 fn too_many_handles() -> io::Error {
-    invalid(format!(
-        "too many open file handles: at most {MAX_HANDLES_PER_CONNECTION} per connection"
-    ))
+    error::too_many_handles(MAX_HANDLES_PER_CONNECTION)
 }
 
 impl Handles {
@@ -74,29 +62,24 @@ impl Handles {
 
     fn take_slot(&self, id: &str) -> io::Result<OwnedSemaphorePermit> {
         if id.is_empty() || id.len() > MAX_HANDLE_ID_BYTES {
-            return Err(invalid(format!(
-                "file handle ID must be 1 to {MAX_HANDLE_ID_BYTES} bytes"
-            )));
+            return Err(error::bad_handle_id(MAX_HANDLE_ID_BYTES));
         }
         let open = self.open.lock().expect("handle table");
         if open.contains_key(id) {
-            return Err(invalid(format!("file handle `{id}` already exists")));
+            return Err(error::handle_exists(id));
         }
         if open.len() >= MAX_HANDLES_PER_CONNECTION {
             return Err(too_many_handles());
         }
-        Arc::clone(&self.server).try_acquire_owned().map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::ResourceBusy,
-                "server busy: too many open file handles on this server",
-            )
-        })
+        Arc::clone(&self.server)
+            .try_acquire_owned()
+            .map_err(|_| error::handles_busy())
     }
 
     fn insert(&self, id: String, handle: Handle, slot: OwnedSemaphorePermit) -> io::Result<()> {
         let mut open = self.open.lock().expect("handle table");
         if open.contains_key(&id) {
-            return Err(invalid(format!("file handle `{id}` already exists")));
+            return Err(error::handle_exists(&id));
         }
         // Checked again: opens that ran at once each passed the first check.
         if open.len() >= MAX_HANDLES_PER_CONNECTION {
@@ -117,7 +100,7 @@ impl Handles {
         let open = self.open.lock().expect("handle table");
         open.get(id)
             .map(|entry| Arc::clone(&entry.handle))
-            .ok_or_else(|| unknown(id))
+            .ok_or_else(|| error::unknown_handle(id))
     }
 
     /// Opens `path` for block reads under `id`.
@@ -163,8 +146,8 @@ impl Handles {
             result = &mut write => {
                 let error = match result {
                     Ok(Err(error)) => error,
-                    Ok(Ok(_)) => io::Error::other("the write ended before its first block"),
-                    Err(error) => io::Error::other(format!("the write failed: {error}")),
+                    Ok(Ok(_)) => error::write_ended_before_first_block(),
+                    Err(error) => error::write_failed(error),
                 };
                 return Err(error);
             }
@@ -185,19 +168,15 @@ impl Handles {
         len: u64,
     ) -> io::Result<(Vec<u8>, bool)> {
         if !(1..=MAX_BLOCK_BYTES).contains(&len) {
-            return Err(invalid(format!(
-                "file read block length must be between 1 and {MAX_BLOCK_BYTES}"
-            )));
+            return Err(error::bad_block_length(MAX_BLOCK_BYTES));
         }
         let Handle::Read(file) = &*self.get(id)? else {
-            return Err(invalid(format!(
-                "file handle `{id}` is not open for reading"
-            )));
+            return Err(error::not_open_for(id, "reading"));
         };
         let file = Arc::clone(file);
         tokio::task::spawn_blocking(move || read_at(&file, offset, len as usize))
             .await
-            .map_err(|e| io::Error::other(format!("block read failed: {e}")))?
+            .map_err(error::block_read_failed)?
     }
 
     /// Appends `chunk` to replace handle `id`; `offset` must be what was written so far.
@@ -209,16 +188,11 @@ impl Handles {
     ) -> io::Result<()> {
         let handle = self.get(id)?;
         let Handle::Replace(replace) = &*handle else {
-            return Err(invalid(format!(
-                "file handle `{id}` is not open for writing"
-            )));
+            return Err(error::not_open_for(id, "writing"));
         };
         let mut replace = replace.lock().await;
         if offset != replace.written {
-            return Err(invalid(format!(
-                "file handle `{id}`: block at offset {offset}, but {} bytes are written; blocks go in order",
-                replace.written
-            )));
+            return Err(error::block_out_of_order(id, offset, replace.written));
         }
         if chunk.is_empty() {
             // Nothing to write; an empty block on the queue would end the file.
@@ -234,7 +208,7 @@ impl Handles {
             replace.blocks = None;
             return Err(match finish(&mut replace).await {
                 Err(error) => error,
-                Ok(()) => io::Error::other(format!("file handle `{id}`: the write has ended")),
+                Ok(()) => error::handle_write_ended(id),
             });
         }
         replace.written += len;
@@ -248,7 +222,7 @@ impl Handles {
             .lock()
             .expect("handle table")
             .remove(id)
-            .ok_or_else(|| unknown(id))?;
+            .ok_or_else(|| error::unknown_handle(id))?;
         if let Handle::Replace(replace) = &*entry.handle {
             let mut replace = replace.lock().await;
             if let Some(blocks) = replace.blocks.take() {
@@ -263,11 +237,11 @@ impl Handles {
 
 async fn finish(replace: &mut Replace) -> io::Result<()> {
     let Some(write) = replace.write.take() else {
-        return Err(io::Error::other("the write has already ended"));
+        return Err(error::write_already_ended());
     };
     match write.await {
         Ok(result) => result.map(|_| ()),
-        Err(error) => Err(io::Error::other(format!("the write failed: {error}"))),
+        Err(error) => Err(error::write_failed(error)),
     }
 }
 
@@ -331,10 +305,7 @@ impl AsyncRead for Blocks {
                     this.at = 0;
                 }
                 Poll::Ready(None) => {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        "the file handle was abandoned before fs/close",
-                    )));
+                    return Poll::Ready(Err(error::handle_abandoned()));
                 }
             }
         }

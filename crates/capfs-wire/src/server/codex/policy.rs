@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::canonical;
+use crate::error;
 use crate::protocol::uri::path_of_uri;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 
@@ -48,14 +49,6 @@ pub(crate) struct Policy {
     entries: Vec<Entry>,
 }
 
-fn refuse(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, message)
-}
-
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message)
-}
-
 /// A path as the policy writes it: a `file:` URI or a plain absolute path.
 fn policy_path(text: &str) -> io::Result<PathBuf> {
     if text.starts_with('/') {
@@ -63,7 +56,7 @@ fn policy_path(text: &str) -> io::Result<PathBuf> {
     }
     path_of_uri(text)
         .map(AbsolutePathBuf::into_path_buf)
-        .map_err(|e| invalid(format!("sandbox: {}", e.message)))
+        .map_err(|e| error::bad_policy(e.message))
 }
 
 fn strings(value: Option<&Value>) -> Vec<&str> {
@@ -110,7 +103,7 @@ impl Policy {
                 Some("read") => Access::Read,
                 Some("write") => Access::Write,
                 Some("deny" | "none") => Access::Deny,
-                other => return Err(invalid(format!("sandbox: unknown access {other:?}"))),
+                other => return Err(error::bad_policy(format_args!("unknown access {other:?}"))),
             };
             let path = &entry["path"];
             let targets: Vec<Target> = match path["type"].as_str() {
@@ -120,11 +113,15 @@ impl Policy {
                 Some("glob_pattern") => {
                     let pattern = path["pattern"].as_str().unwrap_or_default();
                     let glob = globset::Glob::new(pattern)
-                        .map_err(|e| invalid(format!("sandbox: glob {pattern:?}: {e}")))?;
+                        .map_err(|e| error::bad_policy(format_args!("glob {pattern:?}: {e}")))?;
                     vec![Target::Glob(glob.compile_matcher())]
                 }
                 Some("special") => special(&path["value"], &workspace),
-                other => return Err(invalid(format!("sandbox: unknown path type {other:?}"))),
+                other => {
+                    return Err(error::bad_policy(format_args!(
+                        "unknown path type {other:?}"
+                    )));
+                }
             };
             entries.extend(targets.into_iter().map(|target| Entry { target, access }));
         }
@@ -185,10 +182,7 @@ impl Policy {
                     }
                 };
                 if hole {
-                    return Err(refuse(format!(
-                        "{root}: the request's sandbox policy denies parts of this root, which \
-                         a process's roots cannot express"
-                    )));
+                    return Err(error::policy_denies_part_of_root(root));
                 }
             }
             let outer = cap(self.access(root.as_path()), *root_access);
@@ -221,11 +215,7 @@ impl Policy {
                     // Nothing allowed inside an allowed root: a process's rules only add up,
                     // so this cannot be kept, and is refused unless there is nothing there.
                     (Some(_), _) if p.symlink_metadata().is_ok() => {
-                        return Err(refuse(format!(
-                            "{}: the request's sandbox policy denies this path inside a root it \
-                             allows, which a process's confinement cannot enforce",
-                            p.display()
-                        )));
+                        return Err(error::policy_denies_inside_root(p.display()));
                     }
                     (Some(_), _) => {}
                     (None, Some(access)) => {
@@ -257,9 +247,7 @@ impl Policy {
             Need::Read => "read",
             Need::Write => "write",
         };
-        Err(refuse(format!(
-            "{path}: the request's sandbox policy does not allow it to {what} here"
-        )))
+        Err(error::policy_denies(path, what))
     }
 }
 

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use crate::error;
 use crate::protocol::{Message, Notification};
 use crate::server::outgoing::Outgoing;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem};
@@ -48,10 +49,6 @@ pub(crate) struct Watches {
     out: Mutex<Option<mpsc::Sender<Outgoing>>>,
 }
 
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message)
-}
-
 impl Watches {
     pub(crate) fn new(server: Arc<Semaphore>) -> Self {
         Self {
@@ -81,12 +78,10 @@ impl Watches {
         p: WatchParams,
     ) -> io::Result<()> {
         if p.missing.len() > MAX_WATCHED_PATHS {
-            return Err(invalid(format!(
-                "fs/watchMissing: at most {MAX_WATCHED_PATHS} paths per watch"
-            )));
+            return Err(error::too_many_watched_paths(MAX_WATCHED_PATHS));
         }
         let Some(out) = watches.out.lock().expect("watches").clone() else {
-            return Err(invalid("fs/watchMissing needs a connection".to_string()));
+            return Err(error::watch_needs_connection());
         };
         // Every path must be one the roots serve: looking at it says so.
         for path in p.missing.iter().chain(&p.present) {
@@ -100,21 +95,14 @@ impl Watches {
         // the bound or take one id, and a watch that ends at once finds itself entered.
         let mut active = watches.active.lock().expect("watches");
         if active.contains_key(&p.watch_id) {
-            return Err(invalid(format!("watch {} already exists", p.watch_id)));
+            return Err(error::watch_exists(p.watch_id));
         }
         if active.len() >= MAX_WATCHES_PER_CONNECTION {
-            return Err(invalid(format!(
-                "too many watches: at most {MAX_WATCHES_PER_CONNECTION} per connection"
-            )));
+            return Err(error::too_many_watches(MAX_WATCHES_PER_CONNECTION));
         }
         let slot = Arc::clone(&watches.server)
             .try_acquire_owned()
-            .map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::ResourceBusy,
-                    "server busy: too many watches on this server",
-                )
-            })?;
+            .map_err(|_| error::watches_busy())?;
         let id = p.watch_id;
         let task = tokio::spawn(poll(fs, p, out, Arc::downgrade(watches), slot));
         active.insert(id, task.abort_handle());

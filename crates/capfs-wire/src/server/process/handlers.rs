@@ -135,17 +135,13 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
             })
             .count();
         if running >= server.per_session {
-            return Err(io(quota(format!(
-                "too many processes: at most {} per connection (--max-processes-per-connection)",
-                server.per_session
-            ))));
+            return Err(io(crate::error::too_many_processes_per_connection(
+                server.per_session,
+            )));
         }
-        let slot = Arc::clone(&server.slots).try_acquire_owned().map_err(|_| {
-            io(quota(format!(
-                "server busy: at most {} processes on this server (--max-processes)",
-                server.max_server
-            )))
-        })?;
+        let slot = Arc::clone(&server.slots)
+            .try_acquire_owned()
+            .map_err(|_| io(crate::error::too_many_processes(server.max_server)))?;
         procs.map.insert(p.process_id.clone(), Slot::Starting);
         slot
     };
@@ -221,10 +217,6 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
     })
 }
 
-fn quota(message: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::QuotaExceeded, message)
-}
-
 pub(crate) async fn read(call: Call<'_>, p: ReadParams) -> Result<Payload, ErrorObject> {
     let attached = &attached(&call, PROCESS_READ_METHOD)?;
     let after = p.after_seq.unwrap_or(0);
@@ -289,13 +281,9 @@ pub(crate) async fn write(call: Call<'_>, p: WriteParams) -> Result<Payload, Err
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => "stdinClosed",
                 Ok(Err(e)) => return Err(io(e)),
                 Err(_) => {
-                    return Err(io(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!(
-                            "process {}: its input took nothing in {}s",
-                            p.process_id,
-                            MAX_WRITE_WAIT.as_secs()
-                        ),
+                    return Err(io(crate::error::input_stalled(
+                        &p.process_id,
+                        MAX_WRITE_WAIT,
                     )));
                 }
             }

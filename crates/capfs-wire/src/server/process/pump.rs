@@ -111,6 +111,8 @@ impl Pump {
                     },
                 )
             }
+            // An event the protocol has no notification for is not sent.
+            _ => return None,
         };
         drop(kept);
         self.running.changed.send_modify(|n| *n += 1);

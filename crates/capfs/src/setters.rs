@@ -1,0 +1,31 @@
+//! `with_<field>` setters for the `#[non_exhaustive]` structs, which callers outside the crate
+//! cannot build with a literal: they start from `default()` (or `new()`) and set what differs.
+
+/// Writes one `#[must_use]` setter per listed field, each documented by a link to its field.
+/// `const` makes them `const fn` (for types without drop glue, usable in a `const` item).
+macro_rules! with_setters {
+    (const $ty:ty { $($setter:ident => $field:ident: $fty:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+                #[must_use]
+                pub const fn $setter(mut self, $field: $fty) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+    ($ty:ty { $($setter:ident => $field:ident: $fty:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+                #[must_use]
+                pub fn $setter(mut self, $field: $fty) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
