@@ -4,7 +4,7 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use crate::serve::ServerProcess;
+use crate::common::InProcessServer;
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
     LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
@@ -146,13 +146,11 @@ async fn local_mutations_through_a_link_into_a_read_only_root_are_denied() {
 async fn remote_mutations_through_a_link_into_a_read_only_root_are_denied() {
     let (_dir, ws) = nested_read_only_tree();
     let ro = ws.join("ro");
-    let args = [
-        "--root".as_ref(),
-        ws.as_os_str(),
-        "--read-only".as_ref(),
-        ro.as_os_str(),
+    let roots = [
+        (ws.as_path(), Access::ReadWrite),
+        (ro.as_path(), Access::ReadOnly),
     ];
-    let server = ServerProcess::start_with(&args, &[]).await;
+    let server = InProcessServer::serving_roots(&roots, Default::default()).await;
     let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
         .await
         .unwrap();
@@ -173,7 +171,7 @@ async fn remote_refuses_a_non_utf8_path_instead_of_touching_another_file() {
     let ws = dir.path().canonicalize().unwrap().join("ws");
     std::fs::create_dir(&ws).unwrap();
     std::fs::write(ws.join("\u{FFFD}"), b"another file").unwrap();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
         .await
         .unwrap();

@@ -7,10 +7,12 @@
 
 use std::process::Stdio;
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs::{AbsolutePathBuf, Access, ExecutorFileSystem};
+use capfs_wire::server::ServerConfig;
 use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use serde_json::json;
 
+use crate::common::InProcessServer;
 use crate::serve::{RawPeer, ServerProcess, WAIT, error_of, workspace};
 
 #[tokio::test]
@@ -20,13 +22,8 @@ async fn a_reply_larger_than_a_connection_share_fails_naming_the_limit() {
     let contents: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8).collect();
     std::fs::write(&big, &contents).unwrap();
     std::fs::write(ws.join("small"), b"small").unwrap();
-    let args = [
-        "--root".as_ref(),
-        ws.as_os_str(),
-        "--max-outgoing-bytes-per-connection".as_ref(),
-        "4M".as_ref(),
-    ];
-    let server = ServerProcess::start_with(&args, &[]).await;
+    let config = ServerConfig::default().with_max_outgoing_bytes_per_connection(4 << 20);
+    let server = InProcessServer::serving_roots(&[(&ws, Access::ReadWrite)], config).await;
     let mut peer = RawPeer::ready(&server.url).await;
     // 3 MiB of contents and their 4 MiB of text: more than a share of 4 MiB.
     let reply = peer.request("fs/readFile", json!({"path": big})).await;

@@ -6,11 +6,13 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use capfs::{AbsolutePathBuf, ExecutorFileSystem, WalkOptions};
+use capfs::{AbsolutePathBuf, Access, ExecutorFileSystem, WalkOptions};
+use capfs_wire::server::ServerConfig;
 use capfs_wire::{RemoteFileSystem, RemoteOptions};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::common::InProcessServer;
 use crate::serve::{RawPeer, ServerProcess, WAIT, workspace};
 
 /// A chain of `depth` directories below `top`: `top/d/d/…/d`, with a file at the bottom.
@@ -195,13 +197,8 @@ async fn walk_and_listing_replies_are_cut_to_the_message_limit() {
     for n in 0..3000 {
         std::fs::write(many.join(format!("{n:0>100}")), b"").unwrap();
     }
-    let args = [
-        "--root".as_ref(),
-        ws.as_os_str(),
-        "--max-message-bytes".as_ref(),
-        "64K".as_ref(),
-    ];
-    let server = ServerProcess::start_with(&args, &[]).await;
+    let config = ServerConfig::default().with_max_message_bytes(64 * 1024);
+    let server = InProcessServer::serving_roots(&[(&ws, Access::ReadWrite)], config).await;
     let mut peer = RawPeer::ready(&server.url).await;
     let walk = peer
         .request("capfs/walk", json!({"path": many, "maxEntries": u64::MAX}))

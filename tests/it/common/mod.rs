@@ -107,6 +107,38 @@ impl InProcessServer {
     }
 }
 
+impl InProcessServer {
+    /// Serves `root` read-write with the default limits, as `capfs serve --root ROOT` does,
+    /// for tests of the server that need no process of its own.
+    pub async fn serving(root: &std::path::Path) -> Self {
+        Self::serving_roots(&[(root, capfs::Access::ReadWrite)], Default::default()).await
+    }
+
+    /// Serves `roots` (`--root` / `--read-only`) with `config`'s limits.
+    pub async fn serving_roots(
+        roots: &[(&std::path::Path, capfs::Access)],
+        config: capfs_wire::server::ServerConfig,
+    ) -> Self {
+        let mut sandbox = capfs::Sandbox::new();
+        for (root, access) in roots {
+            sandbox = sandbox.with_root(root, *access).expect("open the root");
+        }
+        let fs: Arc<dyn ExecutorFileSystem> = Arc::new(capfs::LocalFileSystem::new(sandbox));
+        Self::start(fs, config).await
+    }
+
+    /// Stops the server: its listener closes and its connections are given the shutdown
+    /// deadline, as at SIGTERM.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
 impl Drop for InProcessServer {
     fn drop(&mut self) {
         self.stop.take();

@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test]
 async fn handshake_order_is_enforced() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let mut peer = RawPeer::connect(&server.url).await;
     let params = json!({"path": path_str(&ws)});
 
@@ -51,7 +51,7 @@ async fn handshake_order_is_enforced() {
 #[tokio::test]
 async fn malformed_json_gets_an_error_and_the_connection_stays_usable() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let mut peer = RawPeer::ready(&server.url).await;
     for garbage in ["not-json", "[1,2,3]", "{\"id\": 1}", "{"] {
         peer.send_text(garbage.to_string()).await;
@@ -73,7 +73,7 @@ async fn malformed_json_gets_an_error_and_the_connection_stays_usable() {
 #[tokio::test]
 async fn string_ids_are_echoed_and_json_in_binary_frames_is_accepted() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let mut peer = RawPeer::ready(&server.url).await;
     peer.send(
         json!({"id": "abc-1", "method": "fs/readDirectory", "params": {"path": path_str(&ws)}}),
@@ -95,7 +95,7 @@ async fn string_ids_are_echoed_and_json_in_binary_frames_is_accepted() {
 #[tokio::test]
 async fn unknown_methods_bad_params_and_bad_base64_get_their_codes() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let mut peer = RawPeer::ready(&server.url).await;
 
     let reply = peer
@@ -143,7 +143,7 @@ async fn unknown_methods_bad_params_and_bad_base64_get_their_codes() {
 #[tokio::test]
 async fn every_method_round_trips_with_codex_style_params() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let mut peer = RawPeer::ready(&server.url).await;
     let p = |name: &str| path_str(&ws.join(name));
 

@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
+use crate::common::InProcessServer;
 use crate::serve::{RawPeer, ServerProcess, error_of, workspace};
 use capfs::{AbsolutePathBuf, ExecutorFileSystem};
 use capfs_wire::{RemoteFileSystem, RemoteOptions};

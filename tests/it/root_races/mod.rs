@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::common::{Entry, assert_same_tree, snapshot};
-use crate::serve::ServerProcess;
+use crate::common::{Entry, InProcessServer, assert_same_tree, snapshot};
 use capfs::{
     AbsolutePathBuf, Access, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem,
     LocalFileSystem, RemoveOptions, RenameOptions, Sandbox,
@@ -37,7 +36,7 @@ struct Setup {
     _dir: tempfile::TempDir,
     ws: PathBuf,
     fs: Arc<dyn ExecutorFileSystem>,
-    _server: Option<ServerProcess>,
+    _server: Option<InProcessServer>,
     /// Inode numbers of `inner`, `ro` and `e`, by name.
     roots: BTreeMap<&'static str, u64>,
     ro_before: BTreeMap<PathBuf, Entry>,
@@ -64,18 +63,17 @@ async fn setup(remote: bool) -> Setup {
         .collect();
     let ro_before = snapshot(&ws.join("ro"));
     let (fs, server): (Arc<dyn ExecutorFileSystem>, _) = if remote {
-        let mut args: Vec<std::ffi::OsString> = vec!["--root".into(), ws.clone().into()];
-        for (name, access) in NESTED {
-            let flag = if access == Access::ReadOnly {
-                "--read-only"
-            } else {
-                "--root"
-            };
-            args.push(flag.into());
-            args.push(ws.join(name).into());
-        }
-        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-        let server = ServerProcess::start_with(&args, &[]).await;
+        let nested: Vec<_> = NESTED
+            .iter()
+            .map(|(name, access)| (ws.join(name), *access))
+            .collect();
+        let mut roots = vec![(ws.as_path(), Access::ReadWrite)];
+        roots.extend(
+            nested
+                .iter()
+                .map(|(path, access)| (path.as_path(), *access)),
+        );
+        let server = InProcessServer::serving_roots(&roots, Default::default()).await;
         let fs = RemoteFileSystem::connect(&server.url, RemoteOptions::default())
             .await
             .expect("connect");

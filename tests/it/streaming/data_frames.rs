@@ -6,7 +6,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_of_many_sizes_round_trip_through_data_frames() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = client(&server.url).await;
     assert!(fs.supports_data_frames());
     // Around the write threshold and the chunk size, and one several chunks long and ragged.
@@ -34,7 +34,7 @@ async fn files_of_many_sizes_round_trip_through_data_frames() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_resized_while_it_streams_gives_whole_frames() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = client(&server.url).await;
     let host = ws.join("shifting");
     let data: Vec<u8> = pattern(3 << 20, 9).into_iter().map(|b| b | 1).collect();
@@ -88,7 +88,7 @@ async fn a_file_resized_while_it_streams_gives_whole_frames() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_read_from_the_disk_streams_like_a_cached_one() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = client(&server.url).await;
     let data = pattern(6 << 20, 11);
     let host = ws.join("cold");

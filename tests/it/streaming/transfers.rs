@@ -63,7 +63,7 @@ async fn a_server_gone_mid_upload_fails_the_write_in_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_calls_report_progress_and_refuse_a_short_source() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = client(&server.url).await;
     let path = AbsolutePathBuf::new(ws.join("big")).unwrap();
     let data = pattern(1 << 20, 3);
@@ -109,7 +109,7 @@ async fn streaming_calls_report_progress_and_refuse_a_short_source() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_streamed_write_fails_with_the_local_kind() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = client(&server.url).await;
     let data = pattern(1 << 20, 1);
     for (path, kind) in [
@@ -134,7 +134,7 @@ async fn a_refused_streamed_write_fails_with_the_local_kind() {
 async fn a_plain_peer_reads_and_writes_with_base64_only() {
     use base64::Engine;
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let data = pattern(2 << 20, 5);
     std::fs::write(ws.join("f"), &data).unwrap();
     let mut peer = RawPeer::ready(&server.url).await;
@@ -159,7 +159,7 @@ async fn a_plain_peer_reads_and_writes_with_base64_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capfs_get_and_put_stream_files_both_ways() {
     let (dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let data = pattern(3 << 20, 7);
     let local = dir.path().join("local.bin");
     std::fs::write(&local, &data).unwrap();
@@ -229,7 +229,7 @@ async fn capfs_get_and_put_stream_files_both_ways() {
 #[ignore = "moves 1 GiB; run with --release -- --ignored"]
 async fn half_a_gibibyte_round_trips_byte_for_byte() {
     let (_dir, ws) = workspace();
-    let server = ServerProcess::start(&ws).await;
+    let server = InProcessServer::serving(&ws).await;
     let fs = client(&server.url).await;
     let len = capfs::DEFAULT_READ_LIMIT as usize;
     let data = pattern(len, 11);

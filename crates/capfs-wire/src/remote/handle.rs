@@ -13,7 +13,7 @@ use super::reply::Empty;
 use crate::protocol::{FS_WRITE_FILE_METHOD, RootDescription, WriteFileParams};
 use capfs::{AbsolutePathBuf, WriteOptions};
 
-/// An [`ExecutorFileSystem`] served by a remote `capfs serve`.
+/// An [`ExecutorFileSystem`](capfs::ExecutorFileSystem) served by a remote `capfs serve`.
 ///
 /// # Examples
 ///

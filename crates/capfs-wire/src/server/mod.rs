@@ -8,7 +8,7 @@
 //! handler with its typed params, its protocol group and what it does to its paths, and
 //! `dispatch` runs a row. The handlers are `file_methods.rs` (the March 2026 methods and capfs's
 //! extensions), `codex/` (the methods of the current codex protocol) and `process/handlers.rs`;
-//! each returns a [`Payload`](payload::Payload) that `reply.rs` queues for the writer.
+//! each returns a `Payload` (`payload.rs`) that `reply.rs` queues for the writer.
 //! `state.rs` is what a connection keeps between requests; `stream.rs` carries the data-frame
 //! extension; `outgoing.rs` is the connection's writer, which on TCP reads and writes the data
 //! frames of local files itself; `audit.rs` writes one line per request; `config.rs` holds the
