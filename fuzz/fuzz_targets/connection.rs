@@ -26,9 +26,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
 use capfs_wire::protocol::{DATA_FRAME_HEADER_LEN, Message, data_frame_header, data_frame_stream};
 use capfs_wire::server::{ServerConfig, serve_byte_stream};
-use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
 use futures_util::{SinkExt, StreamExt};
 use libfuzzer_sys::fuzz_target;
 use tokio_tungstenite::WebSocketStream;
@@ -189,7 +189,11 @@ fuzz_target!(|data: &[u8]| {
     let fixture = fixture();
     let (frames, reads) = frames(data, &fixture.root);
     let outside_before = outside_state(&fixture.outside);
-    let config = ServerConfig::default().with_max_in_flight(4).with_max_blocking_per_connection(2).with_max_message_bytes(512 * 1024).with_stream_idle_timeout(Duration::from_millis(50));
+    let config = ServerConfig::default()
+        .with_max_in_flight(4)
+        .with_max_blocking_per_connection(2)
+        .with_max_message_bytes(512 * 1024)
+        .with_stream_idle_timeout(Duration::from_millis(50));
     fixture.runtime.block_on(async {
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let server = serve_byte_stream(

@@ -364,7 +364,9 @@ async fn run(fixture: &Fixture, op: &Op) {
             }
         }
         Op::Remove(spec, recursive, force) => {
-            let options = RemoveOptions::default().with_recursive(*recursive).with_force(*force);
+            let options = RemoveOptions::default()
+                .with_recursive(*recursive)
+                .with_force(*force);
             match target(fixture, spec) {
                 Some(Target::Inside(p)) => drop(fs.remove(&p, options).await),
                 Some(Target::Outside(p)) if within_top(&p) => {

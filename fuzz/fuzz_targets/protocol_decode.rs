@@ -15,9 +15,9 @@
 
 use std::sync::OnceLock;
 
+use capfs::{Access, LocalFileSystem, Sandbox};
 use capfs_wire::protocol::{INVALID_REQUEST, Message, UNKNOWN_REQUEST_ID};
 use capfs_wire::server::{DEFAULT_MAX_MESSAGE_BYTES, Session};
-use capfs::{Access, LocalFileSystem, Sandbox};
 use libfuzzer_sys::fuzz_target;
 
 struct Fixture {

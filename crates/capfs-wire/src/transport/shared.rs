@@ -2,7 +2,7 @@
 //! the connection's writer whole data frames it builds itself, past tungstenite's buffers.
 //!
 //! The server sends the data frames of a streamed read this way (`server/outgoing.rs`), the
-//! client those of a streamed write (`remote/upload.rs`). Both halves of tungstenite write:
+//! client those of a streamed write (`remote/outgoing.rs`). Both halves of tungstenite write:
 //! the writer's half its messages, the read half the pong or close a ping or close asks for, at
 //! any time. So the writer takes the socket for each data frame ([`Turn`]) once nothing of
 //! tungstenite's is half-written on it, and tungstenite's writes wait until the frame is out: a
