@@ -208,18 +208,18 @@ impl ServerConfig {
     /// `InvalidInput` naming the first value out of range (by its `capfs serve` flag), the
     /// value and the accepted range; `InvalidInput` for an empty token.
     pub fn validate(&self) -> io::Result<()> {
-        check_usize(
+        check_in(
             "--max-message-bytes",
             self.max_message_bytes,
             &(MIN_MESSAGE_BYTES..=MAX_MESSAGE_BYTES),
         )?;
-        check_usize(
+        check_in(
             "--max-connections",
             self.max_connections,
             &CONNECTIONS_RANGE,
         )?;
-        check_usize("--max-in-flight", self.max_in_flight, &IN_FLIGHT_RANGE)?;
-        check_usize("--max-handshakes", self.max_handshakes, &CONNECTIONS_RANGE)?;
+        check_in("--max-in-flight", self.max_in_flight, &IN_FLIGHT_RANGE)?;
+        check_in("--max-handshakes", self.max_handshakes, &CONNECTIONS_RANGE)?;
         check_duration(
             "--handshake-timeout",
             self.handshake_timeout,
@@ -230,9 +230,9 @@ impl ServerConfig {
             self.shutdown_timeout,
             &SHUTDOWN_TIMEOUT_RANGE,
         )?;
-        check_usize("--max-blocking", self.max_blocking, &BLOCKING_RANGE)?;
-        check_usize("--threads", self.connection_threads, &THREADS_RANGE)?;
-        check_usize(
+        check_in("--max-blocking", self.max_blocking, &BLOCKING_RANGE)?;
+        check_in("--threads", self.connection_threads, &THREADS_RANGE)?;
+        check_in(
             "--max-blocking-per-connection",
             self.max_blocking_per_connection,
             &BLOCKING_RANGE,
@@ -243,19 +243,19 @@ impl ServerConfig {
             &STREAM_IDLE_TIMEOUT_RANGE,
         )?;
         check_duration("--session-ttl", self.session_ttl, &SESSION_TTL_RANGE)?;
-        check_u64(
+        check_in(
             "--max-outgoing-bytes",
             self.max_outgoing_bytes,
             &OUTGOING_RANGE,
         )?;
         let share_range = *OUTGOING_RANGE.start()..=self.max_outgoing_bytes;
-        check_u64(
+        check_in(
             "--max-outgoing-bytes-per-connection",
             self.max_outgoing_bytes_per_connection,
             &share_range,
         )?;
-        check_usize("--max-processes", self.max_processes, &PROCESSES_RANGE)?;
-        check_usize(
+        check_in("--max-processes", self.max_processes, &PROCESSES_RANGE)?;
+        check_in(
             "--max-processes-per-connection",
             self.max_processes_per_connection,
             &(1..=self.max_processes.max(1)),
@@ -267,19 +267,12 @@ impl ServerConfig {
     }
 }
 
-fn check_usize(flag: &str, value: usize, range: &RangeInclusive<usize>) -> io::Result<()> {
-    if range.contains(&value) {
-        return Ok(());
-    }
-    Err(crate::error::out_of_range(
-        flag,
-        value,
-        range.start(),
-        range.end(),
-    ))
-}
-
-fn check_u64(flag: &str, value: u64, range: &RangeInclusive<u64>) -> io::Result<()> {
+/// Refuses `value` outside `range`, naming `flag` and the range, for every integer limit.
+fn check_in<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    range: &RangeInclusive<T>,
+) -> io::Result<()> {
     if range.contains(&value) {
         return Ok(());
     }
