@@ -142,19 +142,12 @@ impl<'a> AuditRecord<'a> {
                 (kind, Some(e.code), Some(e.message.clone()))
             }
         };
-        Self {
-            time: rfc3339_now(),
-            connection,
-            peer,
-            method,
-            paths,
-            outcome,
-            denied: outcome == error_kind_name(io::ErrorKind::PermissionDenied),
-            code,
-            error,
+        Self::with_outcome(
+            (connection, peer, method, paths),
+            (outcome, code, error),
             bytes,
-            micros: elapsed.as_micros().min(u64::MAX as u128) as u64,
-        }
+            elapsed,
+        )
     }
 
     /// A record of a call a caller made on a file system itself, without a server between
@@ -181,6 +174,24 @@ impl<'a> AuditRecord<'a> {
                 )
             }
         };
+        Self::with_outcome(
+            (connection, peer, method, paths),
+            (outcome, code, error),
+            bytes,
+            elapsed,
+        )
+    }
+
+    /// The line of a request by `who` (connection, peer, method, paths) that ended with
+    /// `outcome` (its kind name or `ok`, the wire code and message of an error).
+    fn with_outcome(
+        who: (u64, &'a str, &'a str, &'a [String]),
+        outcome: (&'a str, Option<i64>, Option<String>),
+        bytes: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let (connection, peer, method, paths) = who;
+        let (outcome, code, error) = outcome;
         Self {
             time: rfc3339_now(),
             connection,
