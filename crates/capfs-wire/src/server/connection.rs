@@ -216,7 +216,7 @@ impl Connection {
                 reply::send_message(out, &mut budget, &message).await;
             }
             Step::Answer { request, reply } => {
-                let log = self.request_log(&request.method, request.params.as_ref());
+                let log = self.request_log(&request);
                 self.answer(out, log, request.id, reply).await;
             }
             Step::Run(call) => self.on_request(call, out).await,
@@ -246,10 +246,10 @@ impl Connection {
     }
 
     /// The log of a request that starts now.
-    fn request_log(&self, method: &str, params: Option<&Value>) -> RequestLog {
+    fn request_log(&self, call: &FsCall) -> RequestLog {
         let keep_paths = audit::keeps_paths(self.shared.config.audit.as_ref());
         let paths = if keep_paths {
-            audit::raw_paths(params)
+            audit::raw_paths(call.params.as_ref())
         } else {
             Vec::new()
         };
@@ -257,9 +257,10 @@ impl Connection {
             audit: self.shared.config.audit.clone(),
             connection: self.id,
             peer: Arc::clone(&self.peer),
-            method: method.to_string(),
+            method: call.method.clone(),
             paths,
-            streamed: methods::method(method)
+            streamed: call
+                .row
                 .is_some_and(|m| matches!(m.runs, Runs::StreamRead | Runs::StreamWrite)),
             started: Instant::now(),
         }
@@ -314,14 +315,19 @@ impl Connection {
     /// Runs a request that passed the handshake rules. Never waits for a slot: a request is
     /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
     async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<Outgoing>) {
-        let FsCall { id, method, params } = call;
-        let log = self.request_log(&method, params.as_ref());
+        let log = self.request_log(&call);
+        let FsCall {
+            id,
+            method,
+            params,
+            row,
+        } = call;
         let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
             let error = self.busy();
             self.answer(out, log, id, Err(error)).await;
             return;
         };
-        let runs = methods::method(&method).map(|m| m.runs);
+        let runs = row.map(|m| m.runs);
         if matches!(runs, Some(Runs::StreamWrite)) {
             // A streamed write must start at once: its data frames arrive behind it on this
             // same socket, and the read loop cannot hold them for a write that waits.
@@ -384,6 +390,7 @@ impl Connection {
             let reply = methods::dispatch(
                 fs,
                 &connection,
+                row,
                 &method,
                 params,
                 max_message_bytes,

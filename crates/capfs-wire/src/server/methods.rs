@@ -344,19 +344,21 @@ fn unknown(method: &str) -> ErrorObject {
     ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"))
 }
 
-/// Runs the task method `method` with `params` on `fs`, as its row says: its paths made plain
+/// Runs the task method `method` with `params` on `fs`, as its row (`row`, the table's, looked
+/// up once when the request arrived) says: its paths made plain
 /// and checked against the request's `sandbox` policy, its handler run, its errors in the codes
 /// of its group. A `fs/readFile` reply may be at most `max_message_bytes` long, and walks and
 /// listings are cut to it.
 pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
     connection: &ConnectionState,
+    row: Option<&'static Method>,
     method: &str,
     mut params: Option<Value>,
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
-    let Some(row) = self::method(method) else {
+    let Some(row) = row else {
         return Err(unknown(method));
     };
     let Runs::Task(handler) = row.runs else {

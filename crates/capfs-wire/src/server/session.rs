@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 
 use super::codex::handles::Handles;
 use super::codex::watch::Watches;
-use super::methods::{self, Runs};
+use super::methods::{self, Method, Runs};
 use super::payload::{Outcome, Payload};
 use super::reply::{error_message, reply_message};
 use super::sessions::Sessions;
@@ -76,6 +76,9 @@ pub(crate) struct FsCall {
     pub id: RequestId,
     pub method: String,
     pub params: Option<Value>,
+    /// The method's row in the table, looked up once when the request arrived; `None` for a
+    /// method the table does not have.
+    pub row: Option<&'static Method>,
 }
 
 impl FsCall {
@@ -87,7 +90,7 @@ impl FsCall {
         max_message_bytes: usize,
         outcome: &mut Outcome,
     ) -> Message {
-        let runs = methods::method(&self.method).map(|m| m.runs);
+        let runs = self.row.map(|m| m.runs);
         let reply = if matches!(runs, Some(Runs::ReadLoop)) {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
@@ -105,6 +108,7 @@ impl FsCall {
             methods::dispatch(
                 fs,
                 connection,
+                self.row,
                 &self.method,
                 self.params,
                 max_message_bytes,
@@ -275,7 +279,8 @@ impl Session {
 
     fn on_request(&mut self, request: Request) -> Step {
         let Request { id, method, params } = request;
-        let reply = match methods::method(&method).map(|m| m.runs) {
+        let row = methods::method(&method);
+        let reply = match row.map(|m| m.runs) {
             None => Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("unknown method: {method}"),
@@ -291,13 +296,25 @@ impl Session {
                 let refusal = match self.state {
                     Handshake::AwaitingInitialize => NOT_INITIALIZED_MESSAGE,
                     Handshake::AwaitingInitialized => NOT_INITIALIZED_NOTIFICATION_MESSAGE,
-                    Handshake::Ready => return Step::Run(FsCall { id, method, params }),
+                    Handshake::Ready => {
+                        return Step::Run(FsCall {
+                            id,
+                            method,
+                            params,
+                            row,
+                        });
+                    }
                 };
                 Err(ErrorObject::new(INVALID_REQUEST, refusal))
             }
         };
         Step::Answer {
-            request: FsCall { id, method, params },
+            request: FsCall {
+                id,
+                method,
+                params,
+                row,
+            },
             reply,
         }
     }
