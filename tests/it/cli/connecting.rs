@@ -159,10 +159,21 @@ async fn a_remote_command_times_out_and_its_whole_process_group_ends() {
     });
 }
 
+/// A `wss://` URL of a TLS proxy in front of `env`'s server, and the file (in `env.local`) of
+/// the certificate authority that signed the proxy's certificate.
+pub(super) async fn wss_in_front(
+    env: &Env,
+) -> (String, std::path::PathBuf, tokio::task::JoinHandle<()>) {
+    let (port, ca_pem, proxy) = tls_proxy(&env.server.url).await;
+    let ca_file = env.local.join("ca.pem");
+    fs::write(&ca_file, ca_pem).unwrap();
+    (format!("wss://127.0.0.1:{port}"), ca_file, proxy)
+}
+
 /// A TLS-terminating proxy in front of `upstream` (a `capfs serve` URL) on 127.0.0.1 port 0,
 /// with a certificate for 127.0.0.1 from a new certificate authority. Returns the proxy's
 /// port and the authority's certificate (PEM).
-pub(super) async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::JoinHandle<()>) {
+async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::JoinHandle<()>) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -213,10 +224,7 @@ pub(super) async fn tls_proxy(upstream: &str) -> (u16, String, tokio::task::Join
 async fn wss_works_through_a_tls_terminating_proxy() {
     let env = Env::new().await;
     fs::write(env.ws.join("a"), "through tls").unwrap();
-    let (port, ca_pem, proxy) = tls_proxy(&env.server.url).await;
-    let ca_file = env.local.join("ca.pem");
-    fs::write(&ca_file, ca_pem).unwrap();
-    let url = format!("wss://127.0.0.1:{port}");
+    let (url, ca_file, proxy) = wss_in_front(&env).await;
     let out = client()
         .args([
             "--remote",

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 
 use serde_json::{Value, json};
 
-use super::connecting::tls_proxy;
+use super::connecting::wss_in_front;
 use super::*;
 
 /// A `capfs mcp` process and the lines it writes on stdout.
@@ -109,10 +109,7 @@ impl Drop for McpProcess {
 async fn mcp_reaches_a_wss_server_with_the_ca_file() {
     let env = Env::new().await;
     fs::write(env.ws.join("a"), "through tls").unwrap();
-    let (port, ca_pem, proxy) = tls_proxy(&env.server.url).await;
-    let ca_file = env.local.join("ca.pem");
-    fs::write(&ca_file, ca_pem).unwrap();
-    let url = format!("wss://127.0.0.1:{port}");
+    let (url, ca_file, proxy) = wss_in_front(&env).await;
 
     let mut mcp = McpProcess::start(&["--remote", &url, "--ca-file", ca_file.to_str().unwrap()]);
     mcp.initialize();
