@@ -70,6 +70,7 @@ mod lying_server;
 mod narrowing;
 mod operating;
 mod outgoing;
+mod params;
 mod process_cli;
 mod process_double;
 mod process_read_only;

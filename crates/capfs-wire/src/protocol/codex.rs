@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use capfs::AbsolutePathBuf;
+use super::wire_path::WirePath;
 
 /// `environment/info`: the environment's description (also sent in the `initialize` result).
 pub const ENVIRONMENT_INFO_METHOD: &str = "environment/info";
@@ -31,6 +31,20 @@ pub const FS_WATCH_MISSING_METHOD: &str = "fs/watchMissing";
 
 /// The error code codex gives `NotFound` failures; its client reads the kind from the code.
 pub const NOT_FOUND_CODE: i64 = -32004;
+
+/// A request's `sandbox` member (codex's `FileSystemSandboxContext`): the turn's permission
+/// profile. It stays JSON because the server reads the shapes it knows and takes any other for
+/// reads only, rather than refusing the request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SandboxContext(serde_json::Value);
+
+impl SandboxContext {
+    /// The profile as sent.
+    pub fn as_value(&self) -> &serde_json::Value {
+        &self.0
+    }
+}
 
 /// The shell an environment runs commands with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,9 +148,13 @@ pub struct CodexWalkOptions {
 #[non_exhaustive]
 pub struct CodexWalkParams {
     /// Where the walk starts.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Its bounds.
     pub options: CodexWalkOptions,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// One entry of a [`CodexWalkResponse`].
@@ -198,10 +216,14 @@ pub struct OpenParams {
     /// The client's name for the handle (at most 32 bytes).
     pub handle_id: String,
     /// The file.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Read, or replace.
     #[serde(default = "read_mode")]
     pub mode: OpenMode,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 fn read_mode() -> OpenMode {

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 #[cfg(doc)]
 use super::{FS_READ_FILE_METHOD, INITIALIZED_METHOD};
@@ -147,9 +148,178 @@ impl Message {
     }
 }
 
+/// A message as a server reads it: a request's params stay their JSON text, decoded once,
+/// straight into the type of the method's params, by whoever runs the method.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+    Notification {
+        method: String,
+    },
+    /// A response or an error response.
+    Reply,
+}
+
+impl Incoming {
+    /// Reads one message as [`Message::from_slice`] does, with the same errors; a request's
+    /// params are only checked to be JSON.
+    pub(crate) fn from_slice(bytes: &[u8]) -> serde_json::Result<Self> {
+        // A request is read member by member without a `Value` of the whole; anything else is
+        // rare (one `initialized` per connection) and read the general way.
+        if let Ok(Members::Object {
+            id: Some(id),
+            method: Some(method),
+            params,
+        }) = serde_json::from_slice::<Members>(bytes)
+            && let (Ok(id), Ok(method)) = (RequestId::deserialize(id), String::deserialize(method))
+        {
+            return Ok(Incoming::Request { id, method, params });
+        }
+        Ok(match Message::from_slice(bytes)? {
+            Message::Request(request) => Incoming::Request {
+                id: request.id,
+                method: request.method,
+                params: request
+                    .params
+                    .map(|p| serde_json::value::to_raw_value(&p).expect("JSON values serialize")),
+            },
+            Message::Notification(n) => Incoming::Notification { method: n.method },
+            Message::Response(_) | Message::Error(_) => Incoming::Reply,
+        })
+    }
+}
+
+/// The top level of a message, its `id` and `method` as values (they are small) and its
+/// `params` as text; `Other` for anything that is not a JSON object.
+enum Members {
+    Object {
+        id: Option<Value>,
+        method: Option<Value>,
+        params: Option<Box<RawValue>>,
+    },
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(MembersVisitor)
+    }
+}
+
+struct MembersVisitor;
+
+impl<'de> serde::de::Visitor<'de> for MembersVisitor {
+    type Value = Members;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+        let (mut id, mut method, mut params) = (None, None, None);
+        // As in a `Value`, the last of a repeated member wins.
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "id" => id = Some(map.next_value()?),
+                "method" => method = Some(map.next_value()?),
+                "params" => params = Some(map.next_value::<Box<RawValue>>()?),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        // `"params": null` is no params, as in a `Request`.
+        let params = params.filter(|p| p.get() != "null");
+        Ok(Members::Object { id, method, params })
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Members, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Members::Other)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Members, E> {
+        Ok(Members::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Members, E> {
+        Ok(Members::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Members, E> {
+        Ok(Members::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Members, E> {
+        Ok(Members::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Members, E> {
+        Ok(Members::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Members, E> {
+        Ok(Members::Other)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The server's reading of a message decides as [`Message::from_slice`] does, with the
+    /// same error text, and keeps a request's params as sent.
+    #[test]
+    fn incoming_messages_read_as_messages_do() {
+        let cases: &[&[u8]] = &[
+            br#"{"id":1,"method":"fs/readFile","params":{"path":"/x"}}"#,
+            br#"{"jsonrpc":"2.0","id":"a","method":"m","params":[1,{"b":null}]}"#,
+            br#"{"id":1,"method":"m","params":null}"#,
+            br#"{"id":1,"method":"m"}"#,
+            br#"{"id":1,"id":2,"method":"m","params":{"a":1},"params":{"b":2}}"#,
+            br#"{"id":null,"method":"m"}"#,
+            br#"{"id":1.5,"method":"m"}"#,
+            br#"{"id":[1],"method":"m"}"#,
+            br#"{"id":1,"method":5}"#,
+            br#"{"id":1,"method":null}"#,
+            br#"{"method":"initialized"}"#,
+            br#"{"method":7}"#,
+            br#"{"id":7,"result":{}}"#,
+            br#"{"id":7,"error":{"code":-32601,"message":"x"}}"#,
+            br#"{"id":7,"error":5}"#,
+            br#"{}"#,
+            br#"[1,2]"#,
+            br#""text""#,
+            br#"null"#,
+            b"not-json",
+            br#"{"id":1,"method":"m","params":{"a":}"#,
+            br#"{"id":1,"method":"m","params":{"a":"\q"}}"#,
+            br#"{"id":1,"method":"m"} trailing"#,
+            b"",
+        ];
+        for bytes in cases {
+            let shown = String::from_utf8_lossy(bytes);
+            let expected = Message::from_slice(bytes);
+            let read = Incoming::from_slice(bytes);
+            match (expected, read) {
+                (Err(e), Err(r)) => assert_eq!(e.to_string(), r.to_string(), "{shown}"),
+                (Ok(Message::Request(q)), Ok(Incoming::Request { id, method, params })) => {
+                    assert_eq!((q.id, q.method), (id, method), "{shown}");
+                    let params = params.map(|p| serde_json::from_str::<Value>(p.get()).unwrap());
+                    assert_eq!(q.params.filter(|p| !p.is_null()), params, "{shown}");
+                }
+                (Ok(Message::Notification(n)), Ok(Incoming::Notification { method })) => {
+                    assert_eq!(n.method, method, "{shown}");
+                }
+                (Ok(Message::Response(_) | Message::Error(_)), Ok(Incoming::Reply)) => {}
+                (expected, read) => panic!("{shown}: {expected:?} but {read:?}"),
+            }
+        }
+    }
 
     #[test]
     fn messages_parse_by_shape_with_either_id_type() {

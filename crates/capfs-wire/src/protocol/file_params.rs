@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use capfs::AbsolutePathBuf;
+use super::codex::SandboxContext;
+use super::wire_path::WirePath;
 use capfs::{FileMetadata, ReadDirectoryEntry};
 
 #[cfg(doc)]
@@ -20,7 +21,7 @@ use super::{
 #[non_exhaustive]
 pub struct ReadStreamParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Chosen by the client, unique among its open streams on the connection.
     pub stream_id: u64,
     /// When set, a file holding more than this many bytes fails with `InvalidInput`
@@ -29,6 +30,10 @@ pub struct ReadStreamParams {
     /// many bytes when it grows. Absent: the whole file, whatever its size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Params of [`CAPFS_WRITE_FILE_STREAM_METHOD`]. The client sends exactly `size` bytes as data
@@ -40,7 +45,7 @@ pub struct ReadStreamParams {
 #[non_exhaustive]
 pub struct WriteStreamParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Chosen by the client, unique among its open streams on the connection.
     pub stream_id: u64,
     /// How many bytes follow; absent when the client does not know (a pipe).
@@ -53,6 +58,10 @@ pub struct WriteStreamParams {
     /// [`capfs::WriteOptions::modified_at_ms`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified_at_ms: Option<i64>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Result of both stream methods: how many bytes the data frames carried.
@@ -70,7 +79,11 @@ pub struct StreamResponse {
 #[non_exhaustive]
 pub struct PathParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Result of [`FS_READ_FILE_METHOD`].
@@ -88,7 +101,7 @@ pub struct ReadFileResponse {
 #[non_exhaustive]
 pub struct WriteFileParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// The contents, standard padded base64.
     pub data_base64: String,
     /// capfs extension: the permission bits to give the file (setuid, setgid and sticky are
@@ -100,6 +113,10 @@ pub struct WriteFileParams {
     /// Absent: the time of the write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified_at_ms: Option<i64>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Params of [`CAPFS_CREATE_SYMLINK_METHOD`].
@@ -108,9 +125,13 @@ pub struct WriteFileParams {
 #[non_exhaustive]
 pub struct CreateSymlinkParams {
     /// Where the link goes (an absolute path).
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// The link's text, stored as it is.
     pub target: String,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Result of [`CAPFS_READ_LINK_METHOD`] (params: [`PathParams`]).
@@ -128,10 +149,14 @@ pub struct ReadLinkResponse {
 #[non_exhaustive]
 pub struct CreateDirectoryParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Create parents too; null or missing means true.
     #[serde(default)]
     pub recursive: Option<bool>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Result of [`FS_GET_METADATA_METHOD`].
@@ -256,13 +281,17 @@ pub(super) fn is_false(b: &bool) -> bool {
 #[non_exhaustive]
 pub struct RemoveParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Remove directories with their contents; null or missing means true.
     #[serde(default)]
     pub recursive: Option<bool>,
     /// Ignore a missing path; null or missing means true.
     #[serde(default)]
     pub force: Option<bool>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Params of [`FS_COPY_METHOD`].
@@ -271,12 +300,16 @@ pub struct RemoveParams {
 #[non_exhaustive]
 pub struct CopyParams {
     /// What to copy.
-    pub source_path: AbsolutePathBuf,
+    pub source_path: WirePath,
     /// Where to.
-    pub destination_path: AbsolutePathBuf,
+    pub destination_path: WirePath,
     /// Required for directories; null or missing means false.
     #[serde(default)]
     pub recursive: Option<bool>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 /// Params of [`FS_RENAME_METHOD`].
@@ -285,12 +318,16 @@ pub struct CopyParams {
 #[non_exhaustive]
 pub struct RenameParams {
     /// What to rename.
-    pub source_path: AbsolutePathBuf,
+    pub source_path: WirePath,
     /// The new path, in the same root.
-    pub destination_path: AbsolutePathBuf,
+    pub destination_path: WirePath,
     /// Replace an existing destination; null or missing means false.
     #[serde(default)]
     pub overwrite: Option<bool>,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 #[cfg(test)]

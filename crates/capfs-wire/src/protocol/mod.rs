@@ -16,11 +16,13 @@ mod handshake;
 mod methods;
 mod narrow;
 mod walk;
+mod wire_path;
 
 pub mod codex;
 pub mod process;
 pub mod uri;
 
+pub(crate) use envelope::Incoming;
 pub use envelope::{
     DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, ErrorResponse, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE,
@@ -43,3 +45,4 @@ pub use handshake::{
 pub use methods::*;
 pub use narrow::{NarrowRootsParams, NarrowRootsResponse, NarrowedRoot, ReadRangeParams};
 pub use walk::{WalkEntryWire, WalkErrorWire, WalkParams, WalkResponse};
+pub use wire_path::WirePath;

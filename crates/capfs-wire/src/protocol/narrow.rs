@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::RootDescription;
-use capfs::AbsolutePathBuf;
+use super::codex::SandboxContext;
+use super::wire_path::WirePath;
 
 /// Params of [`CAPFS_NARROW_ROOTS_METHOD`](super::CAPFS_NARROW_ROOTS_METHOD): the directories the connection keeps, each inside
 /// one of its roots.
@@ -50,9 +51,13 @@ pub struct NarrowedRoot {
 #[non_exhaustive]
 pub struct ReadRangeParams {
     /// An absolute path.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// Where the range starts.
     pub offset: u64,
     /// The most bytes returned.
     pub length: u64,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }

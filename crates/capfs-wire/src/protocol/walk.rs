@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::codex::SandboxContext;
 use super::file_params::{is_false, is_zero};
+use super::wire_path::WirePath;
 use capfs::AbsolutePathBuf;
 use capfs::{Walk, WalkEntry, WalkError, WalkOptions};
 
@@ -12,7 +14,7 @@ use capfs::{Walk, WalkEntry, WalkError, WalkOptions};
 #[non_exhaustive]
 pub struct WalkParams {
     /// The absolute path of the directory to walk.
-    pub path: AbsolutePathBuf,
+    pub path: WirePath,
     /// See [`WalkOptions::max_depth`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth: Option<u64>,
@@ -36,13 +38,18 @@ pub struct WalkParams {
     /// leaves `linkTarget` out of the entries.
     #[serde(default, skip_serializing_if = "is_false")]
     pub link_targets: bool,
+    /// The current codex protocol's per-request `sandbox` policy, which the server reads as a
+    /// narrowing of its roots; capfs's client never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxContext>,
 }
 
 impl WalkParams {
     /// The params asking for a walk of `path` with `options`.
     pub fn new(path: AbsolutePathBuf, options: &WalkOptions) -> Self {
         Self {
-            path,
+            path: path.into(),
+            sandbox: None,
             max_depth: Some(options.max_depth as u64),
             max_entries: Some(options.max_entries as u64),
             pattern: options.pattern.clone(),

@@ -53,10 +53,11 @@ impl RemoteFileSystem {
     ) -> io::Result<()> {
         let options = self.client.capfs_options(options);
         let params = WriteFileParams {
-            path: path.clone(),
+            path: path.clone().into(),
             data_base64: STANDARD.encode(&contents),
             mode: options.mode,
             modified_at_ms: options.modified_at_ms,
+            sandbox: None,
         };
         let _: Empty = self.client.call(FS_WRITE_FILE_METHOD, params).await?;
         Ok(())

@@ -56,7 +56,10 @@ impl ExecutorFileSystem for RemoteFileSystem {
                 .await?;
             return Ok(data);
         }
-        let params = PathParams { path: path.clone() };
+        let params = PathParams {
+            path: path.clone().into(),
+            sandbox: None,
+        };
         let response: ReadFileResponse = self.client.call(FS_READ_FILE_METHOD, params).await?;
         STANDARD
             .decode(response.data_base64.as_bytes())
@@ -120,15 +123,19 @@ impl ExecutorFileSystem for RemoteFileSystem {
         options: CreateDirectoryOptions,
     ) -> FileSystemResult<()> {
         let params = CreateDirectoryParams {
-            path: path.clone(),
+            path: path.clone().into(),
             recursive: Some(options.recursive),
+            sandbox: None,
         };
         let _: Empty = self.client.call(FS_CREATE_DIRECTORY_METHOD, params).await?;
         Ok(())
     }
 
     async fn get_metadata(&self, path: &AbsolutePathBuf) -> FileSystemResult<FileMetadata> {
-        let params = PathParams { path: path.clone() };
+        let params = PathParams {
+            path: path.clone().into(),
+            sandbox: None,
+        };
         let response: GetMetadataResponse =
             self.client.call(FS_GET_METADATA_METHOD, params).await?;
         Ok(response.into())
@@ -138,7 +145,10 @@ impl ExecutorFileSystem for RemoteFileSystem {
         &self,
         path: &AbsolutePathBuf,
     ) -> FileSystemResult<Vec<ReadDirectoryEntry>> {
-        let params = PathParams { path: path.clone() };
+        let params = PathParams {
+            path: path.clone().into(),
+            sandbox: None,
+        };
         let response: ReadDirectoryResponse =
             self.client.call(FS_READ_DIRECTORY_METHOD, params).await?;
         if response.non_utf8_names_omitted > 0 {
@@ -164,9 +174,10 @@ impl ExecutorFileSystem for RemoteFileSystem {
 
     async fn remove(&self, path: &AbsolutePathBuf, options: RemoveOptions) -> FileSystemResult<()> {
         let params = RemoveParams {
-            path: path.clone(),
+            path: path.clone().into(),
             recursive: Some(options.recursive),
             force: Some(options.force),
+            sandbox: None,
         };
         let _: Empty = self.client.call(FS_REMOVE_METHOD, params).await?;
         Ok(())
@@ -179,9 +190,10 @@ impl ExecutorFileSystem for RemoteFileSystem {
         options: CopyOptions,
     ) -> FileSystemResult<()> {
         let params = CopyParams {
-            source_path: source.clone(),
-            destination_path: destination.clone(),
+            source_path: source.clone().into(),
+            destination_path: destination.clone().into(),
             recursive: Some(options.recursive),
+            sandbox: None,
         };
         let _: Empty = self.client.call(FS_COPY_METHOD, params).await?;
         Ok(())
@@ -194,16 +206,20 @@ impl ExecutorFileSystem for RemoteFileSystem {
         options: RenameOptions,
     ) -> FileSystemResult<()> {
         let params = RenameParams {
-            source_path: source.clone(),
-            destination_path: destination.clone(),
+            source_path: source.clone().into(),
+            destination_path: destination.clone().into(),
             overwrite: Some(options.overwrite),
+            sandbox: None,
         };
         let _: Empty = self.client.call(FS_RENAME_METHOD, params).await?;
         Ok(())
     }
 
     async fn read_link(&self, path: &AbsolutePathBuf) -> FileSystemResult<std::path::PathBuf> {
-        let params = PathParams { path: path.clone() };
+        let params = PathParams {
+            path: path.clone().into(),
+            sandbox: None,
+        };
         let response: ReadLinkResponse = self
             .client
             .capfs_call(CAPFS_READ_LINK_METHOD, params, path, "reading symlinks")
@@ -220,8 +236,9 @@ impl ExecutorFileSystem for RemoteFileSystem {
             .to_str()
             .ok_or_else(|| crate::error::link_text_not_utf8(path))?;
         let params = CreateSymlinkParams {
-            path: path.clone(),
+            path: path.clone().into(),
             target: target.to_string(),
+            sandbox: None,
         };
         let _: Empty = self
             .client

@@ -30,9 +30,10 @@ impl RemoteFileSystem {
         while at < end {
             let want = (end - at).min(RANGE_REQUEST_BYTES);
             let params = ReadRangeParams {
-                path: path.clone(),
+                path: path.clone().into(),
                 offset: at,
                 length: want,
+                sandbox: None,
             };
             let response: ReadFileResponse = self
                 .client

@@ -51,9 +51,10 @@ impl RemoteFileSystem {
             .insert(stream_id, tx);
         let _registered = Registered(&client.downloads, stream_id);
         let params = ReadStreamParams {
-            path: path.clone(),
+            path: path.clone().into(),
             stream_id,
             max_bytes,
+            sandbox: None,
         };
         let (id, mut reply) = client
             .start_call(CAPFS_READ_FILE_STREAM_METHOD, params)
@@ -136,11 +137,12 @@ impl RemoteFileSystem {
         let stream_id = client.new_id() as u64;
         let options = client.capfs_options(options);
         let params = WriteStreamParams {
-            path: path.clone(),
+            path: path.clone().into(),
             stream_id,
             size,
             mode: options.mode,
             modified_at_ms: options.modified_at_ms,
+            sandbox: None,
         };
         let (id, mut reply) = client
             .start_call(CAPFS_WRITE_FILE_STREAM_METHOD, params)

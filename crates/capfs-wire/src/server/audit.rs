@@ -21,7 +21,7 @@ use serde_json::Value;
 
 mod bounds;
 
-pub(crate) use bounds::{cut, raw_paths};
+pub(crate) use bounds::{cut, note_paths, sent_paths};
 
 use serde::Serialize;
 
@@ -216,13 +216,23 @@ pub(crate) struct RequestLog {
     pub(crate) connection: u64,
     pub(crate) peer: Arc<str>,
     pub(crate) method: String,
-    pub(crate) paths: Vec<String>,
+    /// The paths the request named as sent, once its params are read; `None` when they are
+    /// written nowhere.
+    pub(crate) paths: Option<Vec<String>>,
     /// A stream method (the method table says so), whose reply's `size` is what it moved.
     pub(crate) streamed: bool,
     pub(crate) started: std::time::Instant,
 }
 
 impl RequestLog {
+    /// Notes the paths the request names from its params' members, as they were sent: for a
+    /// request answered without its params being read.
+    pub(crate) fn note_sent(&mut self, raw: Option<&serde_json::value::RawValue>) {
+        if let Some(paths) = &mut self.paths {
+            *paths = sent_paths(raw);
+        }
+    }
+
     /// Logs the request's end. `bytes` is what the handler counted; for the stream methods,
     /// whose replies carry `{"size"}`, the size in a successful reply counts instead; a failed
     /// request counts 0.
@@ -238,7 +248,7 @@ impl RequestLog {
         tracing::debug!(
             connection = self.connection,
             method = self.method,
-            paths = ?self.paths,
+            paths = ?self.paths.as_deref().unwrap_or_default(),
             ok = reply.is_ok(),
             bytes,
             micros = elapsed.as_micros() as u64,
@@ -249,7 +259,7 @@ impl RequestLog {
                 self.connection,
                 &self.peer,
                 &self.method,
-                &self.paths,
+                self.paths.as_deref().unwrap_or_default(),
                 reply,
                 bytes,
                 elapsed,

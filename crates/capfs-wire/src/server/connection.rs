@@ -216,7 +216,8 @@ impl Connection {
                 reply::send_message(out, &mut budget, &message).await;
             }
             Step::Answer { request, reply } => {
-                let log = self.request_log(&request);
+                let mut log = self.request_log(&request);
+                log.note_sent(request.params.as_deref());
                 self.answer(out, log, request.id, reply).await;
             }
             Step::Run(call) => self.on_request(call, out).await,
@@ -245,20 +246,15 @@ impl Connection {
         });
     }
 
-    /// The log of a request that starts now.
+    /// The log of a request that starts now; it keeps the request's paths when they are
+    /// written somewhere, once its params are read.
     fn request_log(&self, call: &FsCall) -> RequestLog {
-        let keep_paths = audit::keeps_paths(self.shared.config.audit.as_ref());
-        let paths = if keep_paths {
-            audit::raw_paths(call.params.as_ref())
-        } else {
-            Vec::new()
-        };
         RequestLog {
             audit: self.shared.config.audit.clone(),
             connection: self.id,
             peer: Arc::clone(&self.peer),
             method: call.method.clone(),
-            paths,
+            paths: audit::keeps_paths(self.shared.config.audit.as_ref()).then(Vec::new),
             streamed: call
                 .row
                 .is_some_and(|m| matches!(m.runs, Runs::StreamRead | Runs::StreamWrite)),
@@ -315,7 +311,7 @@ impl Connection {
     /// Runs a request that passed the handshake rules. Never waits for a slot: a request is
     /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
     async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<Outgoing>) {
-        let log = self.request_log(&call);
+        let mut log = self.request_log(&call);
         let FsCall {
             id,
             method,
@@ -324,6 +320,7 @@ impl Connection {
         } = call;
         let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
             let error = self.busy();
+            log.note_sent(params.as_deref());
             self.answer(out, log, id, Err(error)).await;
             return;
         };
@@ -333,19 +330,15 @@ impl Connection {
             // same socket, and the read loop cannot hold them for a write that waits.
             let Ok(in_flight) = Arc::clone(&self.in_flight).try_acquire_owned() else {
                 let error = self.busy();
+                log.note_sent(params.as_deref());
                 self.answer(out, log, id, Err(error)).await;
                 return;
             };
             let ctx = self.stream_context(out);
             let slots = RequestSlots::new(in_flight, admitted);
-            if let Err(error) = stream::start_write(
-                ctx,
-                &mut self.uploads,
-                id.clone(),
-                params,
-                slots,
-                log.clone(),
-            ) {
+            if let Err(error) =
+                stream::start_write(ctx, &mut self.uploads, id.clone(), params, slots, &mut log)
+            {
                 self.answer(out, log, id, Err(error)).await;
             }
             return;
@@ -354,7 +347,8 @@ impl Connection {
             // In the read loop: every request read after this one sees the narrowed roots,
             // and so does the work that outlives a request (replace handles, watches).
             let mut fs = self.fs();
-            let reply = super::narrow::narrow_connection(&mut fs, params).await;
+            log.note_sent(params.as_deref());
+            let reply = super::narrow::narrow_connection(&mut fs, params.as_deref()).await;
             self.session.connection().set_fs(fs);
             self.answer(out, log, id, reply).await;
             return;
@@ -377,10 +371,14 @@ impl Connection {
         let connection = self.session.connection();
         // Everything runs beside this loop, so a file system that hangs never stalls it.
         tokio::spawn(async move {
+            let mut log = log;
             let Ok(in_flight) = in_flight.acquire_owned().await else {
                 return;
             };
-            let mut outcome = Outcome::default();
+            let mut outcome = Outcome {
+                paths: log.paths.take(),
+                ..Outcome::default()
+            };
             let max_message_bytes = shared.config.max_message_bytes;
             let mut budget = budget;
             // The work permit goes with the budget, which gives it back while it waits.
@@ -399,6 +397,7 @@ impl Connection {
             .await;
             let mut budget = outcome.budget.take().expect("the budget given above");
             budget.end_work();
+            log.paths = outcome.paths.take();
             log.finish(&Payload::for_log(&reply), outcome.bytes);
             reply::send(&out, &mut budget, id, reply).await;
             drop((in_flight, admitted));

@@ -1,19 +1,19 @@
 //! The method table: every method the server answers, where it runs, the handler that answers
-//! it with its typed params, which protocol group it belongs to and what it does to its paths.
-//! Session, connection, audit and dispatch ask it; nothing else compares method names. Adding
-//! a method is one row here and one handler.
+//! it with its typed params and which protocol group it belongs to. Session, connection, audit
+//! and dispatch ask it; nothing else compares method names. Adding a method is one row here and
+//! one handler (and, for a new params type, its [`Params`] impl: what it does to its paths).
 
 use futures_util::future::BoxFuture;
-use serde_json::Value;
 
-use super::codex::{self as codex_methods, policy::Need};
+use super::codex as codex_methods;
 use super::file_methods as files;
-use super::payload::{Outcome, Payload, parse};
+use super::params::{self, Params, RawParams};
+use super::payload::{Outcome, Payload};
 use super::process::handlers as processes;
 use super::state::{Call, ConnectionState};
 use crate::protocol::codex;
 use crate::protocol::process;
-use crate::protocol::uri::{self, PathForm};
+use crate::protocol::uri::PathForm;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
@@ -23,20 +23,24 @@ use crate::protocol::{
 };
 use capfs::ExecutorFileSystem;
 
-/// A handler as the table holds it: its params decoded into the handler's own type, then the
-/// handler run.
+/// A handler as the table holds it: its params decoded from their text into the handler's own
+/// type, then the handler run.
 pub(crate) type Handler =
-    for<'a> fn(Call<'a>, Option<Value>) -> BoxFuture<'a, Result<Payload, ErrorObject>>;
+    for<'a> fn(Call<'a>, RawParams) -> BoxFuture<'a, Result<Payload, ErrorObject>>;
 
-/// The row's handler for `handler(call, params)`, whose params are any `Deserialize` type:
-/// decoding failures are -32602 before the handler runs.
+/// The row's handler for `handler(call, params)`, whose params are any [`Params`] type: read
+/// once (decoding failures are -32602), their paths checked against the request's `sandbox`
+/// policy, then the handler run and its errors given the codes of the request's form.
 macro_rules! typed {
     ($handler:path) => {{
-        fn run(
-            call: Call<'_>,
-            params: Option<Value>,
-        ) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
-            Box::pin(async move { $handler(call, parse(params)?).await })
+        fn run(mut call: Call<'_>, raw: RawParams) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
+            Box::pin(async move {
+                let noted = call.outcome.paths.as_mut();
+                let p = params::read(call.fs, raw.as_deref(), noted).await?;
+                call.form = Params::form(&p);
+                let errors = call.errors_form();
+                $handler(call, p).await.map_err(|e| e.for_form(errors))
+            })
         }
         run as Handler
     }};
@@ -45,7 +49,7 @@ macro_rules! typed {
 /// The row's handler for `handler(call)`, a method whose params carry nothing it reads.
 macro_rules! bare {
     ($handler:path) => {{
-        fn run(call: Call<'_>, _: Option<Value>) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
+        fn run(call: Call<'_>, _: RawParams) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
             Box::pin($handler(call))
         }
         run as Handler
@@ -83,39 +87,16 @@ pub(crate) enum Group {
     Processes,
 }
 
-/// What a method does to the paths it names, for the request's `sandbox` policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Touch {
-    /// Names no path (or a handle already checked when it was opened).
-    Nothing,
-    /// Reads `path`.
-    Reads,
-    /// Changes `path`.
-    Writes,
-    /// Reads `sourcePath`, writes `destinationPath`.
-    Copies,
-    /// Changes both `sourcePath` and `destinationPath`.
-    Moves,
-    /// Reads or (`mode: "replace"`) writes `path`.
-    Opens,
-}
-
 /// One row of the method table.
 #[derive(Debug)]
 pub(crate) struct Method {
     pub(crate) name: &'static str,
     pub(crate) runs: Runs,
     pub(crate) group: Group,
-    pub(crate) touch: Touch,
 }
 
-const fn row(name: &'static str, runs: Runs, group: Group, touch: Touch) -> Method {
-    Method {
-        name,
-        runs,
-        group,
-        touch,
-    }
+const fn row(name: &'static str, runs: Runs, group: Group) -> Method {
+    Method { name, runs, group }
 }
 
 use Group::{Codex, Files, Processes};
@@ -124,194 +105,131 @@ use Runs::{ReadLoop, Session, StreamRead, StreamWrite, Task};
 /// Every method the server answers. A method missing from it is `-32601` before anything else
 /// looks at it.
 pub(crate) const METHODS: &[Method] = &[
-    row(INITIALIZE_METHOD, Session, Files, Touch::Nothing),
-    row(
-        FS_READ_FILE_METHOD,
-        Task(typed!(files::read_file)),
-        Files,
-        Touch::Reads,
-    ),
-    row(
-        FS_WRITE_FILE_METHOD,
-        Task(typed!(files::write_file)),
-        Files,
-        Touch::Writes,
-    ),
+    row(INITIALIZE_METHOD, Session, Files),
+    row(FS_READ_FILE_METHOD, Task(typed!(files::read_file)), Files),
+    row(FS_WRITE_FILE_METHOD, Task(typed!(files::write_file)), Files),
     row(
         FS_CREATE_DIRECTORY_METHOD,
         Task(typed!(files::create_directory)),
         Files,
-        Touch::Writes,
     ),
     row(
         FS_GET_METADATA_METHOD,
         Task(typed!(files::get_metadata)),
         Files,
-        Touch::Reads,
     ),
     row(
         FS_READ_DIRECTORY_METHOD,
         Task(typed!(files::read_directory)),
         Files,
-        Touch::Reads,
     ),
-    row(
-        FS_REMOVE_METHOD,
-        Task(typed!(files::remove)),
-        Files,
-        Touch::Writes,
-    ),
-    row(
-        FS_COPY_METHOD,
-        Task(typed!(files::copy)),
-        Files,
-        Touch::Copies,
-    ),
-    row(
-        FS_RENAME_METHOD,
-        Task(typed!(files::rename)),
-        Files,
-        Touch::Moves,
-    ),
+    row(FS_REMOVE_METHOD, Task(typed!(files::remove)), Files),
+    row(FS_COPY_METHOD, Task(typed!(files::copy)), Files),
+    row(FS_RENAME_METHOD, Task(typed!(files::rename)), Files),
     row(
         codex::FS_WALK_METHOD,
         Task(typed!(codex_methods::walk)),
         Codex,
-        Touch::Reads,
     ),
     row(
         codex::FS_CANONICALIZE_METHOD,
         Task(typed!(codex_methods::canonicalize)),
         Codex,
-        Touch::Reads,
     ),
     row(
         codex::FS_OPEN_METHOD,
         Task(typed!(codex_methods::open)),
         Codex,
-        Touch::Opens,
     ),
     row(
         codex::FS_READ_BLOCK_METHOD,
         Task(typed!(codex_methods::read_block)),
         Codex,
-        Touch::Nothing,
     ),
     row(
         codex::FS_WRITE_BLOCK_METHOD,
         Task(typed!(codex_methods::write_block)),
         Codex,
-        Touch::Nothing,
     ),
     row(
         codex::FS_CLOSE_METHOD,
         Task(typed!(codex_methods::close)),
         Codex,
-        Touch::Nothing,
     ),
     row(
         codex::FS_WATCH_MISSING_METHOD,
         Task(typed!(codex_methods::watch_missing)),
         Codex,
-        Touch::Reads,
     ),
     row(
         codex::ENVIRONMENT_INFO_METHOD,
         Task(bare!(codex_methods::info)),
         Codex,
-        Touch::Nothing,
     ),
     row(
         codex::ENVIRONMENT_STATUS_METHOD,
         Task(bare!(codex_methods::status)),
         Codex,
-        Touch::Nothing,
     ),
     row(
         codex::ENVIRONMENT_CONFIG_READ_METHOD,
         Task(typed!(codex_methods::config_read)),
         Codex,
-        Touch::Nothing,
     ),
     row(
         process::PROCESS_START_METHOD,
         Task(typed!(processes::start)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         process::PROCESS_READ_METHOD,
         Task(typed!(processes::read)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         process::PROCESS_WRITE_METHOD,
         Task(typed!(processes::write)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         process::PROCESS_SIGNAL_METHOD,
         Task(typed!(processes::signal)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         process::PROCESS_TERMINATE_METHOD,
         Task(typed!(processes::terminate)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         process::CAPFS_PROCESS_RESIZE_METHOD,
         Task(typed!(processes::resize)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         process::CAPFS_PROCESS_CLOSE_INPUT_METHOD,
         Task(typed!(processes::close_input)),
         Processes,
-        Touch::Nothing,
     ),
     row(
         CAPFS_READ_LINK_METHOD,
         Task(typed!(files::read_link)),
         Files,
-        Touch::Reads,
     ),
     row(
         CAPFS_CREATE_SYMLINK_METHOD,
         Task(typed!(files::create_symlink)),
         Files,
-        Touch::Writes,
     ),
-    row(
-        CAPFS_WALK_METHOD,
-        Task(typed!(files::walk)),
-        Files,
-        Touch::Reads,
-    ),
+    row(CAPFS_WALK_METHOD, Task(typed!(files::walk)), Files),
     row(
         CAPFS_READ_FILE_RANGE_METHOD,
         Task(typed!(files::read_range)),
         Files,
-        Touch::Reads,
     ),
-    row(CAPFS_NARROW_ROOTS_METHOD, ReadLoop, Files, Touch::Nothing),
-    row(
-        CAPFS_READ_FILE_STREAM_METHOD,
-        StreamRead,
-        Files,
-        Touch::Reads,
-    ),
-    row(
-        CAPFS_WRITE_FILE_STREAM_METHOD,
-        StreamWrite,
-        Files,
-        Touch::Writes,
-    ),
+    row(CAPFS_NARROW_ROOTS_METHOD, ReadLoop, Files),
+    row(CAPFS_READ_FILE_STREAM_METHOD, StreamRead, Files),
+    row(CAPFS_WRITE_FILE_STREAM_METHOD, StreamWrite, Files),
 ];
 
 /// The name of every method the server answers, in the table's order.
@@ -324,37 +242,19 @@ pub(crate) fn method(name: &str) -> Option<&'static Method> {
     METHODS.iter().find(|m| m.name == name)
 }
 
-/// What `touch` needs of each path member of `params`, for the request's `sandbox` policy.
-fn needs(touch: Touch, params: Option<&Value>) -> &'static [(&'static str, Need)] {
-    match touch {
-        Touch::Nothing => &[],
-        Touch::Reads => &[("path", Need::Read)],
-        Touch::Writes => &[("path", Need::Write)],
-        Touch::Copies => &[("sourcePath", Need::Read), ("destinationPath", Need::Write)],
-        Touch::Moves => &[
-            ("sourcePath", Need::Write),
-            ("destinationPath", Need::Write),
-        ],
-        Touch::Opens if params.is_some_and(|p| p["mode"] == "replace") => &[("path", Need::Write)],
-        Touch::Opens => &[("path", Need::Read)],
-    }
-}
-
 fn unknown(method: &str) -> ErrorObject {
     ErrorObject::new(METHOD_NOT_FOUND, format!("unknown method: {method}"))
 }
 
 /// Runs the task method `method` with `params` on `fs`, as its row (`row`, the table's, looked
-/// up once when the request arrived) says: its paths made plain
-/// and checked against the request's `sandbox` policy, its handler run, its errors in the codes
-/// of its group. A `fs/readFile` reply may be at most `max_message_bytes` long, and walks and
-/// listings are cut to it.
+/// up once when the request arrived) says. A `fs/readFile` reply may be at most
+/// `max_message_bytes` long, and walks and listings are cut to it.
 pub(crate) async fn dispatch(
     fs: &dyn ExecutorFileSystem,
     connection: &ConnectionState,
     row: Option<&'static Method>,
     method: &str,
-    mut params: Option<Value>,
+    params: RawParams,
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
@@ -364,29 +264,16 @@ pub(crate) async fn dispatch(
     let Runs::Task(handler) = row.runs else {
         return Err(unknown(method));
     };
-    let mut call = Call {
+    if row.group == Group::Processes && connection.processes().is_none() {
+        return Err(unknown(method));
+    }
+    let call = Call {
         fs,
         connection,
+        group: row.group,
         form: PathForm::Plain,
         max_message_bytes,
         outcome,
     };
-    if row.group == Group::Processes {
-        if connection.processes().is_none() {
-            return Err(unknown(method));
-        }
-        return handler(call, params).await;
-    }
-    let form = uri::plain_params(&mut params)?;
-    call.form = form;
-    codex_methods::check_policy(fs, needs(row.touch, params.as_ref()), params.as_ref())
-        .await
-        .map_err(|e| ErrorObject::from_io(&e).for_form(form))?;
-    let errors_form = match row.group {
-        Group::Codex => PathForm::Uri,
-        _ => form,
-    };
-    handler(call, params)
-        .await
-        .map_err(|error| error.for_form(errors_form))
+    handler(call, params).await
 }

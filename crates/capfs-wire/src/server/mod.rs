@@ -30,6 +30,7 @@ mod methods;
 mod narrow;
 mod outgoing;
 mod pair;
+mod params;
 mod payload;
 mod process;
 mod reply;

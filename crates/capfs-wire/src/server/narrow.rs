@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::payload::parse;
+use super::params::decode;
 use crate::protocol::{ErrorObject, NarrowRootsParams, NarrowRootsResponse, NarrowedRoot};
 use capfs::ExecutorFileSystem;
 
@@ -16,9 +17,9 @@ use capfs::ExecutorFileSystem;
 /// nothing when none could.
 pub(crate) async fn narrow_connection(
     fs: &mut Arc<dyn ExecutorFileSystem>,
-    params: Option<Value>,
+    params: Option<&RawValue>,
 ) -> Result<Value, ErrorObject> {
-    let params: NarrowRootsParams = parse(params)?;
+    let params: NarrowRootsParams = decode(params)?;
     let narrowed = fs
         .narrowed(&params.roots)
         .await

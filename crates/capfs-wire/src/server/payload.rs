@@ -5,11 +5,10 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::budget::ReplyBudget;
-use crate::protocol::{ErrorObject, INVALID_PARAMS};
+use crate::protocol::ErrorObject;
 
 /// Bytes a reply's JSON needs beyond the base64 text of a file: the id, the member names and
 /// the punctuation. Ids are at most a message long, so this is a bound only with the id
@@ -65,11 +64,13 @@ pub(crate) fn reply_fits(len: u64, max_message_bytes: usize) -> bool {
     base64_len(len).saturating_add(REPLY_ENVELOPE_BYTES as u64) <= max_message_bytes as u64
 }
 
-/// What a request did, for logs: the bytes it moved (its paths are logged as sent, from its raw
-/// params: `audit::raw_paths`); and, on a connection, the outgoing budget its reply draws from.
+/// What a request did, for logs: the bytes it moved and, when they are kept, the paths it named
+/// as sent (noted when its params are read); and, on a connection, the outgoing budget its reply
+/// draws from.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
     pub(crate) bytes: u64,
+    pub(crate) paths: Option<Vec<String>>,
     pub(crate) budget: Option<ReplyBudget>,
 }
 
@@ -99,12 +100,6 @@ impl Outcome {
             None => Ok(true),
         }
     }
-}
-
-/// Decodes a method's params; failures are -32602 with kind `InvalidInput`.
-pub(crate) fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
-    serde_json::from_value(params.unwrap_or(Value::Null))
-        .map_err(|e| invalid_input(INVALID_PARAMS, format!("invalid params: {e}")))
 }
 
 pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {

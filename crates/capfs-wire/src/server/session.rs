@@ -6,21 +6,23 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
 use super::codex::handles::Handles;
 use super::codex::watch::Watches;
 use super::methods::{self, Method, Runs};
+use super::params::{RawParams, decode};
 use super::payload::{Outcome, Payload};
 use super::reply::{error_message, reply_message};
 use super::sessions::Sessions;
 use super::state::ConnectionState;
 use crate::protocol::codex::EnvironmentInfo;
 use crate::protocol::{
-    DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, INITIALIZED_METHOD, INVALID_PARAMS, INVALID_REQUEST,
+    DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, INITIALIZED_METHOD, INVALID_REQUEST, Incoming,
     InitializeParams, InitializeResponse, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message,
-    NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE, Request, RequestId,
-    RootDescription, ServerCapabilities, UNKNOWN_REQUEST_ID,
+    NOT_INITIALIZED_MESSAGE, NOT_INITIALIZED_NOTIFICATION_MESSAGE, RequestId, RootDescription,
+    ServerCapabilities, UNKNOWN_REQUEST_ID,
 };
 use capfs::ExecutorFileSystem;
 
@@ -75,7 +77,8 @@ pub(crate) enum Step {
 pub(crate) struct FsCall {
     pub id: RequestId,
     pub method: String,
-    pub params: Option<Value>,
+    /// The params' text, decoded once by whoever runs the method.
+    pub params: RawParams,
     /// The method's row in the table, looked up once when the request arrived; `None` for a
     /// method the table does not have.
     pub row: Option<&'static Method>,
@@ -250,7 +253,7 @@ impl Session {
 
     /// Decodes `bytes` and applies the handshake rules.
     pub(crate) fn receive(&mut self, bytes: &[u8]) -> Step {
-        let message = match Message::from_slice(bytes) {
+        let message = match Incoming::from_slice(bytes) {
             Ok(message) => message,
             Err(e) => {
                 let error =
@@ -259,26 +262,25 @@ impl Session {
             }
         };
         match message {
-            Message::Request(request) => self.on_request(request),
-            Message::Notification(n) if n.method == INITIALIZED_METHOD => {
+            Incoming::Request { id, method, params } => self.on_request(id, method, params),
+            Incoming::Notification { method } if method == INITIALIZED_METHOD => {
                 if self.state == Handshake::AwaitingInitialized {
                     self.state = Handshake::Ready;
                 }
                 Step::Ignore
             }
-            Message::Notification(n) => {
-                tracing::debug!(method = n.method, "notification ignored");
+            Incoming::Notification { method } => {
+                tracing::debug!(method, "notification ignored");
                 Step::Ignore
             }
-            Message::Response(_) | Message::Error(_) => {
+            Incoming::Reply => {
                 tracing::debug!("unexpected response from client ignored");
                 Step::Ignore
             }
         }
     }
 
-    fn on_request(&mut self, request: Request) -> Step {
-        let Request { id, method, params } = request;
+    fn on_request(&mut self, id: RequestId, method: String, params: RawParams) -> Step {
         let row = methods::method(&method);
         let reply = match row.map(|m| m.runs) {
             None => Err(ErrorObject::new(
@@ -286,7 +288,7 @@ impl Session {
                 format!("unknown method: {method}"),
             )),
             Some(Runs::Session) if self.state == Handshake::AwaitingInitialize => {
-                self.initialize(params.as_ref())
+                self.initialize(params.as_deref())
             }
             Some(Runs::Session) => Err(ErrorObject::new(
                 INVALID_REQUEST,
@@ -320,11 +322,11 @@ impl Session {
     }
 
     /// Answers `initialize`: a new session, or the one `resumeSessionId` names.
-    fn initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+    fn initialize(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
         let params: InitializeParams = match params {
-            None | Some(Value::Null) => InitializeParams::default(),
-            Some(value) => serde_json::from_value(value.clone())
-                .map_err(|e| ErrorObject::new(INVALID_PARAMS, format!("invalid params: {e}")))?,
+            None => InitializeParams::default(),
+            // The handshake's refusals carry no kind: no file system is behind them.
+            Some(raw) => decode(Some(raw)).map_err(|e| ErrorObject::new(e.code, e.message))?,
         };
         let session_id = match (params.resume_session_id, &self.sessions) {
             (Some(id), Some(sessions)) => {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::codex::handles::Handles;
 use super::codex::watch::Watches;
+use super::methods::Group;
 use super::payload::Outcome;
 use super::process::table::Attached;
 use crate::protocol::process::ProcessesInfo;
@@ -12,14 +13,28 @@ use crate::protocol::uri::PathForm;
 use capfs::ExecutorFileSystem;
 
 /// What a handler gets beside its params: the file system it works on, its connection's state,
-/// the form the request spelled its paths in, the message limit its reply must fit, and where
-/// it records what it did.
+/// its method's group, the form the request spelled its paths in, the message limit its reply
+/// must fit, and where it records what it did.
 pub(crate) struct Call<'a> {
     pub(crate) fs: &'a dyn ExecutorFileSystem,
     pub(crate) connection: &'a ConnectionState,
+    pub(crate) group: Group,
     pub(crate) form: PathForm,
     pub(crate) max_message_bytes: usize,
     pub(crate) outcome: &'a mut Outcome,
+}
+
+impl Call<'_> {
+    /// The form whose codes the handler's errors take: the request's, but always codex's for
+    /// the methods the current codex protocol added (a handle method names no path to tell the
+    /// form by).
+    pub(crate) fn errors_form(&self) -> PathForm {
+        match self.group {
+            Group::Codex => PathForm::Uri,
+            Group::Files => self.form,
+            Group::Processes => PathForm::Plain,
+        }
+    }
 }
 
 /// What one connection keeps between its requests for these methods.

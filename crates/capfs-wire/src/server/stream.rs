@@ -29,7 +29,6 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
@@ -38,7 +37,8 @@ use super::audit::RequestLog;
 use super::budget::Reservation;
 use super::frames::{FrameWriter, StreamContext};
 use super::outgoing::SpanQueue;
-use super::payload::{Payload, invalid_input, parse};
+use super::params::{RawParams, check_policy, decode_noting};
+use super::payload::{Payload, invalid_input};
 use super::reply;
 use super::work::{RequestSlots, StreamWork};
 use crate::error::{stream_aborted, stream_cut, stream_idle};
@@ -82,50 +82,50 @@ fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
 pub(crate) fn start_read(
     ctx: StreamContext,
     id: RequestId,
-    raw_params: Option<Value>,
+    raw_params: RawParams,
     in_flight: RequestSlots,
-    log: RequestLog,
+    mut log: RequestLog,
 ) {
     tokio::spawn(async move {
-        let reply = match parse::<ReadStreamParams>(raw_params) {
+        let params = decode_noting::<ReadStreamParams>(raw_params.as_deref(), log.paths.as_mut());
+        let reply = match params {
             Err(error) => Err(error),
-            Ok(p) => {
-                let held = ctx.work.clone().acquire().await;
-                let sent = match p.max_bytes {
-                    Some(max) => too_large_before(&*ctx.fs, &p.path, max).await,
-                    None => Ok(()),
-                };
-                // A file the backend can hand over as a descriptor goes out through the writer.
-                let opened = match sent {
-                    Ok(()) if ctx.direct_frames => ctx.fs.open_for_transfer(&p.path).await,
-                    Ok(()) => Ok(None),
-                    Err(e) => Err(e),
-                };
-                let sent = match opened {
-                    Err(e) => Err(e),
-                    Ok(Some(file)) => {
-                        drop(held);
-                        let spans = SpanQueue {
-                            out: &ctx.out,
-                            idle: ctx.idle,
-                            budget: &ctx.budget,
-                        };
-                        spans
-                            .send_file(&p.path, file, p.stream_id, p.max_bytes)
-                            .await
-                    }
-                    Ok(None) => {
-                        drop(held);
-                        read_through_backend(&ctx, &p).await
-                    }
-                };
-                stream_reply(sent)
-            }
+            Ok(p) => match check_policy(&*ctx.fs, &p).await {
+                Err(error) => Err(error),
+                Ok(()) => stream_reply(read(&ctx, &p).await),
+            },
         };
         log.finish(&Payload::for_log(&reply), 0);
         reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
         drop(in_flight);
     });
+}
+
+/// Sends `p`'s file as data frames: through the connection's writer when the backend hands it
+/// over as a descriptor, through the backend's `read_file_to` otherwise.
+async fn read(ctx: &StreamContext, p: &ReadStreamParams) -> io::Result<u64> {
+    let held = ctx.work.clone().acquire().await;
+    if let Some(max) = p.max_bytes {
+        too_large_before(&*ctx.fs, &p.path, max).await?;
+    }
+    let opened = match ctx.direct_frames {
+        true => ctx.fs.open_for_transfer(&p.path).await?,
+        false => None,
+    };
+    drop(held);
+    match opened {
+        Some(file) => {
+            let spans = SpanQueue {
+                out: &ctx.out,
+                idle: ctx.idle,
+                budget: &ctx.budget,
+            };
+            spans
+                .send_file(&p.path, file, p.stream_id, p.max_bytes)
+                .await
+        }
+        None => read_through_backend(ctx, p).await,
+    }
 }
 
 /// Streams `p`'s file through the backend's `read_file_to`, each frame queued for the writer.
@@ -174,11 +174,11 @@ pub(crate) fn start_write(
     ctx: StreamContext,
     uploads: &mut HashMap<u64, Upload>,
     id: RequestId,
-    raw_params: Option<Value>,
+    raw_params: RawParams,
     in_flight: RequestSlots,
-    log: RequestLog,
+    log: &mut RequestLog,
 ) -> Result<(), ErrorObject> {
-    let p: WriteStreamParams = parse(raw_params)?;
+    let p: WriteStreamParams = decode_noting(raw_params.as_deref(), log.paths.as_mut())?;
     // Forget writes that ended without taking all their frames (refused, failed, timed out):
     // what stays is at most one entry per write still running, each holding an in-flight slot.
     uploads.retain(|_, upload| !upload.chunks.is_closed());
@@ -204,7 +204,17 @@ pub(crate) fn start_write(
     let options = WriteOptions::default()
         .with_mode(p.mode)
         .with_modified_at_ms(p.modified_at_ms);
+    let log = log.clone();
     tokio::spawn(async move {
+        // A write the request's policy refuses takes none of its frames: they are dropped as
+        // they arrive, as those of a write that failed.
+        if let Err(error) = check_policy(&*ctx.fs, &p).await {
+            drop(rx);
+            log.finish(&Err(error.clone()), 0);
+            reply::send(&ctx.out, &mut ctx.reply_budget(), id, Err(error)).await;
+            drop(in_flight);
+            return;
+        }
         let held = ctx.work.clone().acquire().await;
         let mut reader = ChunkReader {
             chunks: rx,

@@ -2,9 +2,10 @@
 //! paths of a request as sent.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::AuditRecord;
 
@@ -65,27 +66,49 @@ impl Serialize for AuditRecord<'_> {
     }
 }
 
-/// The params members that name a path, in the order a line lists them: a link's `target`
-/// is one (`capfs/createSymlink`), so a link to `/etc/shadow` shows where it points.
+/// `text` cut as a path of a line is, to be kept until the line is written: a huge path is not
+/// copied whole.
+pub(crate) fn cut_path(text: &str) -> String {
+    cut(text, MAX_FIELD_CHARS).into_owned()
+}
+
+/// The paths a request names as sent, each cut as a line cuts it, then `link_target` (where a
+/// new link points: a link to `/etc/shadow` shows where it points).
+pub(crate) fn note_paths<'a>(
+    paths: impl Iterator<Item = Cow<'a, str>>,
+    link_target: Option<&str>,
+) -> Vec<String> {
+    paths
+        .map(|path| cut_path(&path))
+        .chain(link_target.map(cut_path))
+        .collect()
+}
+
+/// The members of params that name a path, in the order an audit line lists them: a link's
+/// `target` is one, so that a link to `/etc/shadow` shows where it points.
 const PATH_MEMBERS: [&str; 4] = ["path", "sourcePath", "destinationPath", "target"];
 
-/// The paths a request names, each once and as sent, whether or not its params parse: the
-/// [`PATH_MEMBERS`] of its raw params. A member that is not a string is written as its JSON
-/// text; each is cut to [`MAX_FIELD_CHARS`] here already, so a huge path is not copied.
-pub(crate) fn raw_paths(params: Option<&Value>) -> Vec<String> {
+/// The paths params name as sent, whether or not they decode (the audit line of a request
+/// refused before its params were read, or whose params did not parse): each path member that
+/// is a string, as it is, and any other as its JSON text.
+pub(crate) fn sent_paths(raw: Option<&RawValue>) -> Vec<String> {
+    let members = raw.map(|r| serde_json::from_str::<HashMap<String, &RawValue>>(r.get()));
+    let Some(Ok(members)) = members else {
+        return Vec::new();
+    };
     PATH_MEMBERS
         .iter()
-        .filter_map(|key| params?.get(key))
-        .map(|value| match value {
-            Value::String(text) => cut(text, MAX_FIELD_CHARS).into_owned(),
-            other => cut(&other.to_string(), MAX_FIELD_CHARS).into_owned(),
+        .filter_map(|key| members.get(*key))
+        .map(|value| match serde_json::from_str::<String>(value.get()) {
+            Ok(text) => cut_path(&text),
+            Err(_) => cut_path(value.get()),
         })
         .collect()
 }
 
 /// `text` cut to `max` characters, with `…[cut N bytes]` for the N bytes left out; `text`
 /// itself when it is short enough, or when it is what a cut to `max` gave already (the paths
-/// [`raw_paths`] keeps are cut once more when their line is written).
+/// [`cut_path`] keeps are cut once more when their line is written).
 pub(crate) fn cut(text: &str, max: usize) -> Cow<'_, str> {
     match text.char_indices().nth(max) {
         Some((end, _)) if !is_cut_marker(&text[end..]) => {
@@ -107,34 +130,51 @@ mod tests {
     use std::io;
     use std::time::Duration;
 
+    use serde_json::{Value, json};
+
     use super::*;
     use crate::protocol::ErrorObject;
 
     #[test]
-    fn raw_paths_are_kept_as_sent_and_cut() {
-        let params = serde_json::json!({
+    fn paths_are_kept_as_sent_and_cut_once() {
+        let long = "x".repeat(5_000);
+        let expected = format!("{}…[cut 4000 bytes]", "x".repeat(MAX_FIELD_CHARS));
+        let noted = note_paths(
+            [Cow::Borrowed(long.as_str())].into_iter(),
+            Some("/etc/shadow"),
+        );
+        assert_eq!(noted, [expected.clone(), "/etc/shadow".to_string()]);
+        // Cut once: writing the line keeps the cut path as it is.
+        assert_eq!(cut(&expected, MAX_FIELD_CHARS), expected);
+    }
+
+    fn raw_params(value: &Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(value).unwrap()
+    }
+
+    #[test]
+    fn sent_paths_are_listed_as_sent_whether_or_not_they_parse() {
+        let params = json!({
             "path": "relative/x",
             "sourcePath": 7,
             "destinationPath": {"a": ["/b"]},
             "other": "/not-a-path",
         });
         assert_eq!(
-            raw_paths(Some(&params)),
+            sent_paths(Some(&raw_params(&params))),
             ["relative/x", "7", r#"{"a":["/b"]}"#]
         );
-        let long = serde_json::json!({"path": "x".repeat(5_000)});
-        let expected = format!("{}…[cut 4000 bytes]", "x".repeat(MAX_FIELD_CHARS));
-        assert_eq!(raw_paths(Some(&long)), std::slice::from_ref(&expected));
-        // Cut once: writing the line keeps the cut path as it is.
-        assert_eq!(cut(&expected, MAX_FIELD_CHARS), expected);
-        assert!(raw_paths(None).is_empty());
-        assert!(raw_paths(Some(&Value::Null)).is_empty());
+        let link = json!({"path": "/ws/link", "target": "/etc/shadow"});
+        assert_eq!(
+            sent_paths(Some(&raw_params(&link))),
+            ["/ws/link", "/etc/shadow"]
+        );
+        assert!(sent_paths(None).is_empty());
+        assert!(sent_paths(Some(&raw_params(&json!(["/x"])))).is_empty());
     }
 
     #[test]
     fn every_field_of_a_line_is_bounded_and_a_link_target_is_a_path() {
-        let params = serde_json::json!({"path": "/ws/link", "target": "/etc/shadow"});
-        assert_eq!(raw_paths(Some(&params)), ["/ws/link", "/etc/shadow"]);
         let huge = "é".repeat(1 << 20);
         let paths: Vec<String> = (0..20).map(|_| huge.clone()).collect();
         let err = ErrorObject::from_io(&io::Error::new(io::ErrorKind::NotFound, huge.clone()));

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::Value;
 
 use crate::protocol::codex::{
     CanonicalizeResponse, CloseParams, CodexWalkParams, EnvironmentConfigReadParams,
@@ -26,7 +25,6 @@ use capfs::ExecutorFileSystem;
 use super::fit::held_while_built;
 use super::payload::{Payload, invalid_input, serialized};
 use super::state::Call;
-use policy::{Need, Policy};
 
 /// codex's capability names, each with whether capfs serves what it gates. codex calls a gated
 /// method only when its capability is `true`.
@@ -75,32 +73,6 @@ pub(crate) fn environment_info(
             .collect::<BTreeMap<_, _>>(),
         processes,
     }
-}
-
-/// Refuses a request whose `sandbox` policy does not allow what it does to the paths in
-/// `params` (already plain): `needs` names each path member and what the method needs of it.
-/// Paths that do not parse are left to the params' parser.
-pub(crate) async fn check_policy(
-    fs: &dyn ExecutorFileSystem,
-    needs: &[(&str, Need)],
-    params: Option<&Value>,
-) -> std::io::Result<()> {
-    let Some(params) = params else {
-        return Ok(());
-    };
-    if needs.is_empty() {
-        return Ok(());
-    }
-    let Some(policy) = Policy::parse(params.get("sandbox"))? else {
-        return Ok(());
-    };
-    for (member, need) in needs {
-        let path = params[*member].as_str().map(capfs::AbsolutePathBuf::new);
-        if let Some(Ok(path)) = path {
-            policy.check(fs, &path, *need).await?;
-        }
-    }
-    Ok(())
 }
 
 fn io(e: std::io::Error) -> ErrorObject {
@@ -184,7 +156,9 @@ pub(crate) async fn open(call: Call<'_>, p: OpenParams) -> Result<Payload, Error
         }
         (OpenMode::Replace, Some(shared)) => {
             let id = p.handle_id.clone();
-            handles.open_replace(shared, id, p.path.clone()).await
+            handles
+                .open_replace(shared, id, p.path.path().clone())
+                .await
         }
         (OpenMode::Replace, None) => {
             return Err(ErrorObject::new(

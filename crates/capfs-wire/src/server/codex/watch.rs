@@ -15,9 +15,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::error;
-use crate::protocol::{Message, Notification};
+use crate::protocol::codex::SandboxContext;
+use crate::protocol::{Message, Notification, WirePath};
 use crate::server::outgoing::Outgoing;
-use capfs::{AbsolutePathBuf, ExecutorFileSystem};
+use capfs::ExecutorFileSystem;
 
 /// How often a watch looks at its paths.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -31,14 +32,16 @@ pub(crate) const MAX_WATCHED_PATHS: usize = 64;
 /// The notification a watch ends with.
 const MISSING_CHANGED_METHOD: &str = "fs/missingChanged";
 
-/// Params of `fs/watchMissing`, with paths already plain.
+/// Params of `fs/watchMissing`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct WatchParams {
     pub(crate) watch_id: u64,
-    pub(crate) missing: Vec<AbsolutePathBuf>,
+    pub(crate) missing: Vec<WirePath>,
     #[serde(default)]
-    pub(crate) present: Option<AbsolutePathBuf>,
+    pub(crate) present: Option<WirePath>,
+    #[serde(default)]
+    pub(crate) sandbox: Option<SandboxContext>,
 }
 
 /// The watches of one connection, and where their notifications go.
