@@ -10,7 +10,7 @@ use super::file_methods as files;
 use super::params::{self, Params, RawParams};
 use super::payload::{Outcome, Payload};
 use super::process::handlers as processes;
-use super::state::{Call, ConnectionState};
+use super::state::{Call, ConnectionState, Group};
 use crate::protocol::codex;
 use crate::protocol::process;
 use crate::protocol::uri::PathForm;
@@ -70,21 +70,6 @@ pub(crate) enum Runs {
     /// In the read loop, before any request read after it: it changes the connection
     /// (`capfs/narrowRoots`).
     ReadLoop,
-}
-
-/// The protocol group a method belongs to, which decides how its paths are read and which error
-/// codes it answers with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Group {
-    /// The March 2026 methods and capfs's extensions: paths plain or `file:` URIs, errors in
-    /// the codes of the form the request used.
-    Files,
-    /// The methods the current codex protocol added: paths either way, errors always in codex's
-    /// codes (handle methods carry no path to tell the form by).
-    Codex,
-    /// The process methods: `-32601` on a server that serves no processes; their handlers
-    /// read their own paths (`cwd`, the `sandbox` policy).
-    Processes,
 }
 
 /// One row of the method table.

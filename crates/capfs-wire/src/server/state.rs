@@ -5,12 +5,26 @@ use std::sync::Arc;
 
 use super::codex::handles::Handles;
 use super::codex::watch::Watches;
-use super::methods::Group;
 use super::payload::Outcome;
 use super::process::table::Attached;
 use crate::protocol::process::ProcessesInfo;
 use crate::protocol::uri::PathForm;
 use capfs::ExecutorFileSystem;
+
+/// The protocol group a method belongs to, which decides how its paths are read and which error
+/// codes it answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Group {
+    /// The March 2026 methods and capfs's extensions: paths plain or `file:` URIs, errors in
+    /// the codes of the form the request used.
+    Files,
+    /// The methods the current codex protocol added: paths either way, errors always in codex's
+    /// codes (handle methods carry no path to tell the form by).
+    Codex,
+    /// The process methods: `-32601` on a server that serves no processes; their handlers
+    /// read their own paths (`cwd`, the `sandbox` policy).
+    Processes,
+}
 
 /// What a handler gets beside its params: the file system it works on, its connection's state,
 /// its method's group, the form the request spelled its paths in, the message limit its reply
