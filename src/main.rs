@@ -9,11 +9,12 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
 
+use capfs::audit::AuditLog;
 use capfs::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, LocalFileSystem,
     RemoveOptions, RenameOptions,
 };
-use capfs_wire::server::{self, AuditLog, Server, ServerConfig};
+use capfs_wire::server::{self, Server, ServerConfig};
 
 mod args;
 mod destinations;

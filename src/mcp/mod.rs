@@ -3,7 +3,6 @@
 //! a capfs server. Every path goes through the backend, which confines it with handles; this
 //! layer only turns tool arguments into paths and results into text.
 
-mod audit;
 mod bounded;
 mod call;
 mod glob;

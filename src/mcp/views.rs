@@ -6,11 +6,11 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use capfs::audit::AuditLog;
 use capfs::{AbsolutePathBuf, Access, ExecutorFileSystem, LocalFileSystem};
 use capfs_wire::protocol::{RootAccess, RootDescription};
-use capfs_wire::server::AuditLog;
+use capfs_wire::server;
 
-use super::audit::Audited;
 use super::roots::{self, Allowed, View};
 use crate::args::McpArgs;
 use crate::fail::Failure;
@@ -119,10 +119,7 @@ impl Views {
         match self {
             Self::Local {
                 audit: Some(log), ..
-            } => Arc::new(Audited {
-                inner: fs,
-                log: log.clone(),
-            }),
+            } => Arc::new(server::audited(fs, log.clone()).with_peer("mcp")),
             _ => fs,
         }
     }

@@ -91,3 +91,87 @@ async fn a_hostile_peer_cannot_make_long_lines_or_hide_a_links_target() {
     assert_eq!(by_method("capfs/readLink")["paths"], json!([as_sent]));
     assert_eq!(by_method("capfs/walk")["paths"], json!([walked]));
 }
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Lines {
+    fn values(&self) -> Vec<Value> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// The decorator passes every call on, the streamed ones to the wrapped file system's own, and
+/// what it narrows stays audited; named as the server names them when asked.
+#[tokio::test]
+async fn an_audited_file_system_lines_every_call_and_stays_audited_when_narrowed() {
+    use capfs::audit::{AuditLog, Audited};
+    use capfs::{ExecutorFileSystem, RootAccess, RootDescription, WriteOptions};
+
+    let env = crate::common::env(false).await;
+    env.mkfile("sub/a.txt", b"a");
+    let lines = Lines::default();
+    let log = AuditLog::to_writer(lines.clone());
+    let fs = Audited::new(env.fs.clone(), log.clone()).with_peer("test");
+    let target = env.p("sub/big.bin");
+    let mut contents: &[u8] = &[7u8; 1000];
+    let options = WriteOptions::default().with_mode(Some(0o600));
+    let written = fs
+        .write_file_from(&target, &mut contents, Some(1000), options, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(written, 1000);
+    let sub = RootDescription::new(env.p("sub"), RootAccess::ReadOnly);
+    let narrowed = fs.narrowed(&[sub]).await.unwrap();
+    assert_eq!(
+        narrowed.fs.read_file(&env.p("sub/a.txt")).await.unwrap(),
+        b"a"
+    );
+    let outside = narrowed.fs.read_file(&env.p("other")).await.unwrap_err();
+    assert_eq!(outside.kind(), std::io::ErrorKind::PermissionDenied);
+    let served = capfs_wire::server::audited(env.fs.clone(), log);
+    served.get_metadata(&env.p("sub")).await.unwrap();
+
+    let lines = lines.values();
+    let methods: Vec<&str> = lines
+        .iter()
+        .map(|l| l["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "write_file_from",
+            "narrowed",
+            "read_file",
+            "read_file",
+            "fs/getMetadata"
+        ]
+    );
+    assert_eq!(lines[0]["bytes"], 1000);
+    assert_eq!(lines[0]["peer"], "test");
+    assert_eq!(lines[1]["paths"], json!([env.p("sub").to_string()]));
+    assert_eq!(
+        (lines[2]["outcome"].as_str(), lines[2]["bytes"].as_u64()),
+        (Some("ok"), Some(1))
+    );
+    assert_eq!(lines[3]["denied"], true);
+    assert!(
+        lines[3].get("code").is_none(),
+        "no wire, no code: {}",
+        lines[3]
+    );
+}

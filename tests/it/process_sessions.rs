@@ -16,7 +16,8 @@ use crate::process_double::{ProcessServer, TestProcesses, alive};
 use crate::process_wire::{Peer, until_closed};
 use crate::serve::{RawPeer, error_of};
 use capfs::Access;
-use capfs_wire::server::{AuditLog, ServerConfig};
+use capfs::audit::AuditLog;
+use capfs_wire::server::ServerConfig;
 
 fn start(env: &TestEnv, id: &str, argv: &[&str]) -> Value {
     json!({

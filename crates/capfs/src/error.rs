@@ -15,11 +15,13 @@ use std::path::Path;
 use crate::path::AbsolutePathBuf;
 
 mod denial;
+mod kinds;
 mod process;
 pub use denial::denied_from_message;
 pub use denial::{Denial, denial, raw_os_error};
 use denial::{Denied, WithPath};
 pub(crate) use denial::{is_escape, unnamed_escape};
+pub use kinds::{kind_name, kind_of_name, named_kinds};
 pub(crate) use process::*;
 
 /// Message of a directory copy without `recursive`.
@@ -236,4 +238,9 @@ pub(crate) fn artifact_not_base64(err: &base64::DecodeError) -> io::Error {
         ErrorKind::InvalidInput,
         format!("image generation result is not valid base64: {err}"),
     )
+}
+
+/// An audit log that could not be opened, naming it.
+pub(crate) fn audit_log_unopened(path: &Path, err: &io::Error) -> io::Error {
+    io::Error::new(err.kind(), format!("{}: {err}", path.display()))
 }

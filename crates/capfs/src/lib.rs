@@ -66,6 +66,7 @@
 mod setters;
 
 pub mod artifact;
+pub mod audit;
 pub mod error;
 mod file_system;
 mod local;

@@ -6,64 +6,13 @@ use std::io;
 use serde_json::Value;
 
 use super::{ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, codex, uri};
-
-/// The `io::ErrorKind` values that travel by name in `error.data.kind`. Any other kind travels
-/// as `Other`.
-const ERROR_KINDS: &[(io::ErrorKind, &str)] = &[
-    (io::ErrorKind::NotFound, "NotFound"),
-    (io::ErrorKind::PermissionDenied, "PermissionDenied"),
-    (io::ErrorKind::AlreadyExists, "AlreadyExists"),
-    (io::ErrorKind::IsADirectory, "IsADirectory"),
-    (io::ErrorKind::NotADirectory, "NotADirectory"),
-    (io::ErrorKind::DirectoryNotEmpty, "DirectoryNotEmpty"),
-    (io::ErrorKind::InvalidInput, "InvalidInput"),
-    (io::ErrorKind::InvalidData, "InvalidData"),
-    (io::ErrorKind::CrossesDevices, "CrossesDevices"),
-    (io::ErrorKind::ReadOnlyFilesystem, "ReadOnlyFilesystem"),
-    (io::ErrorKind::StorageFull, "StorageFull"),
-    (io::ErrorKind::QuotaExceeded, "QuotaExceeded"),
-    (io::ErrorKind::FileTooLarge, "FileTooLarge"),
-    (io::ErrorKind::InvalidFilename, "InvalidFilename"),
-    (io::ErrorKind::TooManyLinks, "TooManyLinks"),
-    (io::ErrorKind::ResourceBusy, "ResourceBusy"),
-    (io::ErrorKind::ExecutableFileBusy, "ExecutableFileBusy"),
-    (io::ErrorKind::BrokenPipe, "BrokenPipe"),
-    (io::ErrorKind::TimedOut, "TimedOut"),
-    (io::ErrorKind::Interrupted, "Interrupted"),
-    (io::ErrorKind::Unsupported, "Unsupported"),
-    (io::ErrorKind::UnexpectedEof, "UnexpectedEof"),
-    (io::ErrorKind::OutOfMemory, "OutOfMemory"),
-    (io::ErrorKind::WouldBlock, "WouldBlock"),
-    (io::ErrorKind::ConnectionAborted, "ConnectionAborted"),
-    (io::ErrorKind::Other, "Other"),
-];
-
-/// The `ELOOP` kind has no stable name to construct it by; it travels as `FilesystemLoop`.
-const FILESYSTEM_LOOP: &str = "FilesystemLoop";
-
-fn is_filesystem_loop(kind: io::ErrorKind) -> bool {
-    kind == io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()).kind()
-}
-
-/// The name of `kind` as it travels in `error.data.kind`.
-pub fn error_kind_name(kind: io::ErrorKind) -> &'static str {
-    if is_filesystem_loop(kind) {
-        return FILESYSTEM_LOOP;
-    }
-    ERROR_KINDS
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .map_or("Other", |(_, name)| name)
-}
+pub use capfs::error::kind_name as error_kind_name;
+use capfs::error::kind_of_name;
 
 /// Builds an `io::Error` of the kind named `name` (see [`error_kind_name`]); `None` for an
 /// unknown name. A refusal keeps its [`capfs::error::Denial`] when its message is a fixed one.
 fn error_kind_from_name(name: &str, message: String) -> Option<io::Error> {
-    if name == FILESYSTEM_LOOP {
-        let raw = io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error());
-        return Some(io::Error::new(raw.kind(), message));
-    }
-    let kind = ERROR_KINDS.iter().find(|(_, n)| *n == name)?.0;
+    let kind = kind_of_name(name)?;
     Some(if kind == io::ErrorKind::PermissionDenied {
         capfs::error::denied_from_message(message)
     } else {
@@ -144,9 +93,7 @@ mod tests {
 
     #[test]
     fn every_named_kind_round_trips() {
-        let mut kinds: Vec<io::ErrorKind> = ERROR_KINDS.iter().map(|(k, _)| *k).collect();
-        kinds.push(io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()).kind());
-        for kind in kinds {
+        for kind in capfs::error::named_kinds() {
             let wire = ErrorObject::from_io(&io::Error::new(kind, "m"));
             let back = wire.clone().into_io();
             assert_eq!(back.kind(), kind, "{wire:?}");

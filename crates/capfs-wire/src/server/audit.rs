@@ -1,210 +1,58 @@
-//! The audit log: one JSON line per request, for operators and security reviewers.
-//!
-//! A line holds the time, the connection and its peer, the method, the paths it named (each
-//! once, as sent), the outcome (`ok` or the `io::ErrorKind` name), whether it was a denial, the
-//! bytes moved and the duration. It never holds file contents or the token. Every text field is
-//! bounded where the line is serialised, whoever built the record: a peer cannot make a line
-//! longer than a few kilobytes, whatever it sends.
-//!
-//! Lines are formatted off the lock and written whole under one mutex into a line-buffered
-//! writer, so concurrent requests never interleave partial lines; a line reaches the kernel as
-//! soon as it is complete (one `write(2)`, no `fsync`), so it survives a crash of the server.
+//! The server's audit lines: one per request, written when it is answered, with the paths it
+//! named as sent (`..`, URIs and all, even when its params do not parse) and the code the
+//! client was answered; and one per refused WebSocket handshake. The line's format, its bounds
+//! and the log itself are the library's ([`capfs::audit`]); so is [`Audited`], the decorator a
+//! caller that makes the file system calls itself audits them with, whose lines [`audited`]
+//! names as this server's.
 
-use std::fmt;
-use std::fs::OpenOptions;
-use std::io::{self, LineWriter, Write};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::io;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 mod bounds;
 
-pub(crate) use bounds::{cut, note_paths, sent_paths};
+pub(crate) use bounds::{note_paths, sent_paths};
 
-use serde::Serialize;
+use crate::protocol::codex::FS_OPEN_METHOD;
+use crate::protocol::{
+    CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
+    CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
+    CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
+    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
+    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD,
+};
+use capfs::audit::{AuditLog, AuditRecord, Audited, Operation};
 
-use crate::protocol::{ErrorObject, error_kind_name};
-use capfs::terminal::TerminalSafe;
-
-/// The outcome of a request that succeeded.
-pub const OUTCOME_OK: &str = "ok";
-/// Where audit lines go. Cloning gives another handle on the same writer.
-#[derive(Clone)]
-pub struct AuditLog {
-    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+/// `inner` audited into `log` with lines that read as this server's for the same calls: each
+/// named by the method the server is sent for it, a failure with the code it answers it with.
+/// For a caller that makes the calls itself (`capfs mcp` over local directories).
+pub fn audited<F: ?Sized>(inner: Arc<F>, log: AuditLog) -> Audited<F> {
+    Audited::new(inner, log)
+        .with_names(method_of)
+        .with_error_codes(|e| ErrorObject::from_io(e).code)
 }
 
-impl fmt::Debug for AuditLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AuditLog")
-    }
-}
-
-impl AuditLog {
-    /// Appends to `path` (created with mode 0600 when missing), or writes to stderr for `-`.
-    ///
-    /// # Errors
-    ///
-    /// The error of opening `path`.
-    pub fn open(path: &Path) -> io::Result<Self> {
-        if path == Path::new("-") {
-            return Ok(Self::to_writer(io::stderr()));
-        }
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| crate::error::prefixed(path.display(), &e))?;
-        Ok(Self::to_writer(file))
-    }
-
-    /// Writes lines to `writer`, each flushed as soon as it is complete.
-    pub fn to_writer(writer: impl Write + Send + 'static) -> Self {
-        Self {
-            writer: Arc::new(Mutex::new(Box::new(LineWriter::new(writer)))),
-        }
-    }
-
-    /// Writes one record as one line. A failing writer is reported in the tracing log; the
-    /// request itself is not failed by it.
-    pub fn record(&self, record: &AuditRecord<'_>) {
-        self.write_line(record);
-    }
-
-    /// Writes any bounded record (a process's start or end) as one line, as [`record`] does.
-    ///
-    /// [`record`]: Self::record
-    pub(crate) fn write_line(&self, record: &impl Serialize) {
-        // Written for a terminal too (`--audit-log -`): the characters a terminal would act
-        // on are escaped as `\uXXXX`, C1 and bidirectional controls included.
-        let mut line = Vec::with_capacity(256);
-        let mut json = serde_json::Serializer::with_formatter(&mut line, TerminalSafe::compact());
-        record
-            .serialize(&mut json)
-            .expect("audit records always serialize");
-        line.push(b'\n');
-        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = writer.write_all(&line) {
-            tracing::warn!("writing the audit log failed: {e}");
-        }
-    }
-}
-
-/// One audit line. Field names are the documented format (docs/operating.md, "Audit log"). Serialising
-/// it bounds every text field: at most 1,000 characters each (200 for `error`),
-/// at most 8 paths, a longer text cut with `…[cut N bytes]` at its end.
-#[derive(Debug)]
-pub struct AuditRecord<'a> {
-    /// UTC, RFC 3339 with milliseconds: `2026-01-31T12:00:00.123Z`.
-    time: String,
-    /// Numbered from 1 per server process.
-    connection: u64,
-    /// `IP:PORT` of the peer, or `stdio`.
-    peer: &'a str,
-    /// The request's method, or [`HANDSHAKE_METHOD`] for a refused handshake.
-    method: &'a str,
-    /// The paths the request named, each once, as sent (a link's target included).
-    paths: &'a [String],
-    /// `ok`, or the `io::ErrorKind` name of the failure (`PermissionDenied`, `NotFound`, ...).
-    outcome: &'a str,
-    /// True exactly when the outcome is `PermissionDenied`: an escape, a path under no root,
-    /// or a mutation under a read-only root.
-    denied: bool,
-    /// The JSON-RPC error code, for failures.
-    code: Option<i64>,
-    /// The error message (written cut to 200 characters), for failures.
-    error: Option<String>,
-    /// File bytes read or written.
-    bytes: u64,
-    /// Time from reading the request to queueing its reply, in microseconds.
-    micros: u64,
-}
-
-impl<'a> AuditRecord<'a> {
-    /// A record of a request that ended with `reply`.
-    pub(crate) fn new(
-        connection: u64,
-        peer: &'a str,
-        method: &'a str,
-        paths: &'a [String],
-        reply: &Result<Value, ErrorObject>,
-        bytes: u64,
-        elapsed: Duration,
-    ) -> Self {
-        let (outcome, code, error) = match reply {
-            Ok(_) => (OUTCOME_OK, None, None),
-            Err(e) => {
-                let kind = error_kind_name(e.clone().into_io().kind());
-                (kind, Some(e.code), Some(e.message.clone()))
-            }
-        };
-        Self::with_outcome(
-            (connection, peer, method, paths),
-            (outcome, code, error),
-            bytes,
-            elapsed,
-        )
-    }
-
-    /// A record of a call a caller made on a file system itself, without a server between
-    /// (`capfs mcp` over a local one): its line reads as `capfs serve`'s for the same request.
-    /// `bytes` are the file bytes the call read or wrote.
-    pub fn of_call(
-        connection: u64,
-        peer: &'a str,
-        method: &'a str,
-        paths: &'a [String],
-        result: Result<(), &io::Error>,
-        bytes: u64,
-        elapsed: Duration,
-    ) -> Self {
-        let (outcome, code, error) = match result {
-            Ok(()) => (OUTCOME_OK, None, None),
-            Err(e) => {
-                // Cut with a marker when the line is written, as the server cuts its own.
-                let reply = ErrorObject::from_io(e);
-                (
-                    error_kind_name(e.kind()),
-                    Some(reply.code),
-                    Some(reply.message),
-                )
-            }
-        };
-        Self::with_outcome(
-            (connection, peer, method, paths),
-            (outcome, code, error),
-            bytes,
-            elapsed,
-        )
-    }
-
-    /// The line of a request by `who` (connection, peer, method, paths) that ended with
-    /// `outcome` (its kind name or `ok`, the wire code and message of an error).
-    fn with_outcome(
-        who: (u64, &'a str, &'a str, &'a [String]),
-        outcome: (&'a str, Option<i64>, Option<String>),
-        bytes: u64,
-        elapsed: Duration,
-    ) -> Self {
-        let (connection, peer, method, paths) = who;
-        let (outcome, code, error) = outcome;
-        Self {
-            time: rfc3339_now(),
-            connection,
-            peer,
-            method,
-            paths,
-            outcome,
-            denied: outcome == error_kind_name(io::ErrorKind::PermissionDenied),
-            code,
-            error,
-            bytes,
-            micros: elapsed.as_micros().min(u64::MAX as u128) as u64,
-        }
+/// The method a capfs server is sent for `operation`.
+fn method_of(operation: Operation) -> &'static str {
+    match operation {
+        Operation::ReadFile => FS_READ_FILE_METHOD,
+        Operation::ReadFileTo | Operation::OpenForTransfer => CAPFS_READ_FILE_STREAM_METHOD,
+        Operation::ReadFileRange => CAPFS_READ_FILE_RANGE_METHOD,
+        Operation::OpenFile => FS_OPEN_METHOD,
+        Operation::WriteFile => FS_WRITE_FILE_METHOD,
+        Operation::WriteFileFrom => CAPFS_WRITE_FILE_STREAM_METHOD,
+        Operation::CreateDirectory => FS_CREATE_DIRECTORY_METHOD,
+        Operation::GetMetadata => FS_GET_METADATA_METHOD,
+        Operation::ReadDirectory => FS_READ_DIRECTORY_METHOD,
+        Operation::Remove => FS_REMOVE_METHOD,
+        Operation::Copy => FS_COPY_METHOD,
+        Operation::Rename => FS_RENAME_METHOD,
+        Operation::ReadLink => CAPFS_READ_LINK_METHOD,
+        Operation::CreateSymlink => CAPFS_CREATE_SYMLINK_METHOD,
+        Operation::Narrowed => CAPFS_NARROW_ROOTS_METHOD,
+        Operation::Walk => CAPFS_WALK_METHOD,
+        _ => "unknown",
     }
 }
 
@@ -255,15 +103,13 @@ impl RequestLog {
             "request"
         );
         if let Some(audit) = &self.audit {
-            audit.record(&AuditRecord::new(
-                self.connection,
-                &self.peer,
-                &self.method,
-                self.paths.as_deref().unwrap_or_default(),
-                reply,
-                bytes,
-                elapsed,
-            ));
+            let paths = self.paths.as_deref().unwrap_or_default();
+            let record = AuditRecord::new(self.connection, &self.peer, &self.method, paths)
+                .with_elapsed(elapsed);
+            audit.record(&match reply {
+                Ok(_) => record.with_bytes(bytes),
+                Err(e) => record.failed(e.clone().into_io().kind(), Some(e.code), &*e.message),
+            });
         }
     }
 }
@@ -285,20 +131,9 @@ pub(crate) fn record_refused_handshake(
     } else {
         io::ErrorKind::PermissionDenied
     };
-    let outcome = error_kind_name(kind);
-    audit.record(&AuditRecord {
-        time: rfc3339_now(),
-        connection,
-        peer,
-        method: HANDSHAKE_METHOD,
-        paths: &[],
-        outcome,
-        denied: kind == io::ErrorKind::PermissionDenied,
-        code: Some(i64::from(status.as_u16())),
-        error: Some(reason.to_string()),
-        bytes: 0,
-        micros: 0,
-    });
+    let record = AuditRecord::new(connection, peer, HANDSHAKE_METHOD, &[]);
+    let status = Some(i64::from(status.as_u16()));
+    audit.record(&record.failed(kind, status, reason));
 }
 
 /// True when a request's paths will be written somewhere: to `audit`, or to the debug log.
@@ -307,155 +142,39 @@ pub(crate) fn keeps_paths(audit: Option<&AuditLog>) -> bool {
     audit.is_some() || tracing::enabled!(tracing::Level::DEBUG)
 }
 
-pub(crate) fn rfc3339_now() -> String {
-    rfc3339(SystemTime::now())
-}
-
-/// Formats a time as UTC, RFC 3339 with milliseconds; times outside jiff's range (years
-/// before -9999 or after 9999) are clamped to it.
-fn rfc3339(time: SystemTime) -> String {
-    let timestamp = jiff::Timestamp::try_from(time).unwrap_or(if time < SystemTime::UNIX_EPOCH {
-        jiff::Timestamp::MIN
-    } else {
-        jiff::Timestamp::MAX
-    });
-    format!("{timestamp:.3}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every call an audited file system names, it names by a method this server answers.
     #[test]
-    fn dates_format_as_rfc3339() {
-        let at = |since: Duration| rfc3339(std::time::UNIX_EPOCH + since);
-        assert_eq!(at(Duration::ZERO), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            at(Duration::from_millis(951_782_400_007)),
-            "2000-02-29T00:00:00.007Z"
-        );
-        assert_eq!(
-            at(Duration::from_secs(1_709_251_199)),
-            "2024-02-29T23:59:59.000Z"
-        );
-        assert_eq!(
-            at(Duration::from_secs(4_102_444_800)),
-            "2100-01-01T00:00:00.000Z"
-        );
-    }
-
-    #[test]
-    fn a_denial_is_marked_and_carries_no_contents() {
-        let paths = vec!["/etc/passwd".to_string()];
-        let err = ErrorObject::from_io(&io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "/etc/passwd: path is outside every sandbox root",
-        ));
-        let record = AuditRecord::new(
-            7,
-            "127.0.0.1:9",
-            "fs/readFile",
-            &paths,
-            &Err(err),
-            0,
-            Duration::from_micros(12),
-        );
-        let line: Value = serde_json::to_value(&record).unwrap();
-        assert_eq!(line["outcome"], "PermissionDenied");
-        assert_eq!(line["denied"], true);
-        assert_eq!(line["code"], -32603);
-        assert_eq!(line["micros"], 12);
-
-        let ok = AuditRecord::new(
-            7,
-            "stdio",
-            "fs/readFile",
-            &paths,
-            &Ok(Value::Null),
-            5,
-            Duration::ZERO,
-        );
-        let line: Value = serde_json::to_value(&ok).unwrap();
-        assert_eq!(line["outcome"], "ok");
-        assert_eq!(line["denied"], false);
-        assert!(line.get("error").is_none());
-    }
-
-    #[test]
-    fn lines_carry_c1_and_bidi_controls_escaped() {
-        #[derive(Clone, Default)]
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl Write for Sink {
-            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = Sink::default();
-        let paths = vec!["/ws/\u{1b}]0;x\u{7}\u{9b}2J\u{202e}gpj.exe".to_string()];
-        AuditLog::to_writer(sink.clone()).record(&AuditRecord::new(
-            1,
-            "stdio",
-            "fs/readFile\u{2028}",
-            &paths,
-            &Ok(Value::Null),
-            0,
-            Duration::ZERO,
-        ));
-        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        let line = text.strip_suffix('\n').unwrap();
-        assert!(!line.chars().any(capfs::terminal::is_unsafe), "{line:?}");
-        let value: Value = serde_json::from_str(line).unwrap();
-        assert_eq!(value["paths"][0], paths[0].as_str());
-        assert_eq!(value["method"], "fs/readFile\u{2028}");
-    }
-
-    #[test]
-    fn concurrent_records_stay_whole_lines() {
-        #[derive(Clone, Default)]
-        struct Shared(Arc<Mutex<Vec<u8>>>);
-        impl Write for Shared {
-            // Accepts at most 7 bytes per call, so an unlocked writer would interleave.
-            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-                let n = buf.len().min(7);
-                self.0.lock().unwrap().extend_from_slice(&buf[..n]);
-                Ok(n)
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = Shared::default();
-        let log = AuditLog::to_writer(sink.clone());
-        std::thread::scope(|s| {
-            for t in 0..8u64 {
-                let log = log.clone();
-                s.spawn(move || {
-                    let paths = vec![format!("/ws/thread-{t}")];
-                    for _ in 0..200 {
-                        log.record(&AuditRecord::new(
-                            t,
-                            "stdio",
-                            "fs/getMetadata",
-                            &paths,
-                            &Ok(Value::Null),
-                            0,
-                            Duration::ZERO,
-                        ));
-                    }
-                });
-            }
-        });
-        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 1600);
-        for line in lines {
-            let value: Value = serde_json::from_str(line).unwrap();
-            let t = value["connection"].as_u64().unwrap();
-            assert_eq!(value["paths"][0], format!("/ws/thread-{t}"));
+    fn every_operation_is_named_by_a_served_method() {
+        use Operation::*;
+        let operations = [
+            ReadFile,
+            ReadFileTo,
+            ReadFileRange,
+            OpenForTransfer,
+            OpenFile,
+            WriteFile,
+            WriteFileFrom,
+            CreateDirectory,
+            GetMetadata,
+            ReadDirectory,
+            Remove,
+            Copy,
+            Rename,
+            ReadLink,
+            CreateSymlink,
+            Narrowed,
+            Walk,
+        ];
+        for operation in operations {
+            let name = method_of(operation);
+            assert!(
+                super::super::method_names().any(|m| m == name),
+                "{operation:?}: {name}"
+            );
         }
     }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use super::AuditLog;
 #[cfg(doc)]
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
+use capfs::audit::AuditLog;
 
 /// Default bound on one incoming message: 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

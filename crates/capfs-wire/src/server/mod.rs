@@ -43,7 +43,7 @@ mod stream;
 mod threads;
 mod work;
 
-pub use audit::{AuditLog, AuditRecord, HANDSHAKE_METHOD, OUTCOME_OK};
+pub use audit::{HANDSHAKE_METHOD, audited};
 pub use byte_stream::{serve_byte_stream, serve_stdio};
 pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,

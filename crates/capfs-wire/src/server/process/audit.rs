@@ -7,11 +7,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::server::audit::{AuditLog, cut, rfc3339_now};
+use capfs::audit::{AuditLog, MAX_ERROR_CHARS, MAX_FIELD_CHARS, OUTCOME_OK, cut, timestamp};
 use capfs::process::ProcessExit;
 
-/// Longest text of one field (an argument, a path), in characters.
-const MAX_FIELD_CHARS: usize = 1_000;
 /// Most arguments or roots in a line; the last entry says how many more were left out.
 const MAX_ITEMS: usize = 16;
 
@@ -87,7 +85,7 @@ impl ProcessLog {
     pub(crate) fn started(&self, record: StartRecord<'_>) {
         let Some(audit) = &self.audit else { return };
         audit.write_line(&StartLine {
-            time: rfc3339_now(),
+            time: timestamp(),
             connection: self.connection,
             peer: cut(&self.peer, MAX_FIELD_CHARS).into_owned(),
             method: "process/start",
@@ -98,10 +96,12 @@ impl ProcessLog {
             narrowing: record.narrowing.as_deref().map(bounded),
             uid: record.uid,
             outcome: match record.error {
-                None => crate::server::OUTCOME_OK.to_string(),
+                None => OUTCOME_OK.to_string(),
                 Some(e) => crate::protocol::error_kind_name(e.kind()).to_string(),
             },
-            error: record.error.map(|e| cut(&e.to_string(), 200).into_owned()),
+            error: record
+                .error
+                .map(|e| cut(&e.to_string(), MAX_ERROR_CHARS).into_owned()),
         });
     }
 
@@ -109,7 +109,7 @@ impl ProcessLog {
     pub(crate) fn exited(&self, exit: &ProcessExit) {
         let Some(audit) = &self.audit else { return };
         audit.write_line(&EndLine {
-            time: rfc3339_now(),
+            time: timestamp(),
             connection: self.connection,
             peer: &cut(&self.peer, MAX_FIELD_CHARS),
             method: "process/exited",

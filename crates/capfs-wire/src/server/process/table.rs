@@ -11,9 +11,9 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use super::kept::Kept;
 use crate::protocol::RootDescription;
 use crate::protocol::process::ProcessesInfo;
-use crate::server::audit::AuditLog;
 use crate::server::budget::ConnectionBudget;
 use crate::server::outgoing::Outgoing;
+use capfs::audit::AuditLog;
 use capfs::process::{Confinement, ExecutorProcesses, ProcessControl};
 
 /// Processes running at once across a server, by default.
