@@ -5,6 +5,7 @@
 
 use futures_util::future::BoxFuture;
 
+use super::audit::sent_paths;
 use super::codex as codex_methods;
 use super::file_methods as files;
 use super::params::{self, Params, RawParams};
@@ -243,19 +244,24 @@ pub(crate) async fn dispatch(
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
-    let Some(row) = row else {
-        return Err(unknown(method));
+    let (handler, group) = match row {
+        Some(&Method {
+            runs: Runs::Task(handler),
+            group,
+            ..
+        }) if group != Group::Processes || connection.processes().is_some() => (handler, group),
+        _ => {
+            // Refused before its params are read: its line lists their path members as sent.
+            if let Some(paths) = &mut outcome.paths {
+                *paths = sent_paths(params.as_deref());
+            }
+            return Err(unknown(method));
+        }
     };
-    let Runs::Task(handler) = row.runs else {
-        return Err(unknown(method));
-    };
-    if row.group == Group::Processes && connection.processes().is_none() {
-        return Err(unknown(method));
-    }
     let call = Call {
         fs,
         connection,
-        group: row.group,
+        group,
         form: PathForm::Plain,
         max_message_bytes,
         outcome,
