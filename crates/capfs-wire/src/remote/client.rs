@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
 use super::common::{Reply, connection_lost, no_reply, timed_out};
 use super::options::RemoteOptions;
-use super::outgoing::{Outbound, write_out};
+use super::outgoing::{Outgoing, write_out};
 use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id};
 use super::routes::{Routes, route};
 use crate::protocol::{
@@ -41,9 +41,9 @@ const OUT_QUEUE_MESSAGES: usize = 32;
 
 #[derive(Debug)]
 pub(super) struct Client {
-    out: mpsc::Sender<Outbound>,
+    out: mpsc::Sender<Outgoing>,
     /// The writer sends streamed writes' data frames itself, past tungstenite (`outgoing.rs`).
-    pub(super) direct_frames: bool,
+    pub(super) writes_frames_itself: bool,
     pub(super) pending: Pending,
     pub(super) downloads: Downloads,
     pub(super) upload_slots: tokio::sync::Semaphore,
@@ -109,8 +109,8 @@ impl Client {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sink, stream) = ws.split();
-        let (out, out_rx) = mpsc::channel::<Outbound>(OUT_QUEUE_MESSAGES);
-        let direct_frames = socket.is_some();
+        let (out, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
+        let writes_frames_itself = socket.is_some();
         tokio::spawn(write_out(sink, socket, out_rx));
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let downloads: Downloads = Arc::default();
@@ -123,7 +123,7 @@ impl Client {
         ));
         let mut client = Client {
             out,
-            direct_frames,
+            writes_frames_itself,
             pending,
             downloads,
             upload_slots: tokio::sync::Semaphore::new(MAX_UPLOADS),
@@ -171,11 +171,11 @@ impl Client {
     /// Tells the server to give up a streamed write: an empty data frame of its stream.
     pub(super) fn abort_upload(&self, header: &[u8; DATA_FRAME_HEADER_LEN]) {
         let message = WsMessage::Binary(header.to_vec().into());
-        let _ = self.out.try_send(Outbound::Message(message));
+        let _ = self.out.try_send(Outgoing::Message(message));
     }
 
     /// Queues `item` for the writer.
-    pub(super) async fn send(&self, item: Outbound) -> io::Result<()> {
+    pub(super) async fn send(&self, item: Outgoing) -> io::Result<()> {
         self.out.send(item).await.map_err(|_| connection_lost())
     }
 
@@ -269,7 +269,7 @@ impl Client {
             map.insert(id, tx);
         }
         if self
-            .send(Outbound::Message(WsMessage::text(text)))
+            .send(Outgoing::Message(WsMessage::text(text)))
             .await
             .is_err()
         {
@@ -291,7 +291,7 @@ impl Client {
             method: method.to_string(),
             params: None,
         });
-        self.send(Outbound::Message(WsMessage::text(notification.to_text())))
+        self.send(Outgoing::Message(WsMessage::text(notification.to_text())))
             .await
     }
 }

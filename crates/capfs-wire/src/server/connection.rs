@@ -58,7 +58,7 @@ pub(crate) struct Connection {
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
     /// The writer writes data frames of local files into the socket itself (see `outgoing.rs`).
-    direct_frames: bool,
+    writes_frames_itself: bool,
 }
 
 impl Connection {
@@ -95,7 +95,7 @@ impl Connection {
             work,
             budget,
             uploads: HashMap::new(),
-            direct_frames: false,
+            writes_frames_itself: false,
         }
     }
 
@@ -118,7 +118,7 @@ impl Connection {
         let watches = Arc::clone(&self.session.connection().watches);
         watches.send_to(out_tx.clone());
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
-        self.direct_frames = socket.is_some();
+        self.writes_frames_itself = socket.is_some();
         let socket = socket.map(|socket| (socket, self.work.clone()));
         let clock = Arc::new(WriterClock::new());
         let writer = AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(
@@ -307,7 +307,7 @@ impl Connection {
             work: self.work.clone(),
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
-            direct_frames: self.direct_frames,
+            writes_frames_itself: self.writes_frames_itself,
             budget: self.budget.clone(),
         }
     }

@@ -37,7 +37,7 @@ use super::work::Work;
 use crate::error::stream_idle;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
-use crate::transport::ws::{Queued, SendDirect, write_queued};
+use crate::transport::writer::{EndWriter, Queued, write_queued};
 use capfs::AbsolutePathBuf;
 use capfs::error::{too_large, with_path};
 
@@ -46,11 +46,12 @@ use capfs::error::{too_large, with_path};
 pub(crate) const SPANS_AHEAD: usize = 4;
 
 /// What a connection's writer sends: messages, and spans of files it sends as data frames.
-pub(crate) type Outgoing = Queued<Direct>;
+pub(crate) type Outgoing = Queued<Tracked>;
 
-/// What the server's writer handles itself: a span of a file, or a message under a reservation
-/// of the outgoing budget, given back once the message has been flushed to the socket.
-pub(crate) enum Direct {
+/// What the server's writer sends itself and reports back on: a span of a file (how much of it
+/// went out), or a message under a reservation of the outgoing budget (given back once the
+/// message has been flushed to the socket).
+pub(crate) enum Tracked {
     Span(FileSpan),
     Reserved(WsMessage, Reservation),
 }
@@ -58,7 +59,7 @@ pub(crate) enum Direct {
 impl Outgoing {
     /// `message`, holding `reservation` until it is written.
     pub(crate) fn reserved(message: WsMessage, reservation: Reservation) -> Self {
-        Queued::Direct(Direct::Reserved(message, reservation))
+        Queued::Own(Tracked::Reserved(message, reservation))
     }
 }
 
@@ -145,7 +146,7 @@ impl SpanQueue<'_> {
                     max,
                     done,
                 };
-                self.queue(Outgoing::Direct(Direct::Span(span))).await?;
+                self.queue(Outgoing::Own(Tracked::Span(span))).await?;
                 pending.push_back((receiver, max));
                 asked += max as u64;
             }
@@ -199,37 +200,37 @@ pub(crate) async fn write_out<S>(
 ) where
     S: Sink<WsMessage> + Unpin + Send,
 {
-    let direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
-    let spans = Spans {
-        direct,
+    let frames = socket.map(|(socket, work)| FileFrames::new(socket, work));
+    let writer = Writer {
+        frames,
         unflushed: None,
         clock,
     };
-    write_queued(sink, queue, spans).await;
+    write_queued(sink, queue, writer).await;
 }
 
-/// The server's direct items: spans, sent through the connection's `DirectFrames` if it has
+/// The server's end of the writer: spans, sent through the connection's `FileFrames` if it has
 /// them, and reserved messages, whose reservations are held until they are flushed.
-struct Spans {
-    direct: Option<DirectFrames>,
+struct Writer {
+    frames: Option<FileFrames>,
     /// The reservation of the last message fed to tungstenite, until it is flushed.
     unflushed: Option<Reservation>,
     clock: Arc<WriterClock>,
 }
 
-impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, Direct> for Spans {
-    async fn send(&mut self, sink: &mut S, item: Direct) -> bool {
+impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, Tracked> for Writer {
+    async fn send(&mut self, sink: &mut S, item: Tracked) -> bool {
         self.clock.writing();
         // Once an item has gone into the socket, or into tungstenite's buffer, everything
         // before it is out (tungstenite flushes its buffer before it takes another message,
         // and a span waits for it), so only the last message's bytes are still held.
         let sent = match item {
-            Direct::Span(span) => {
-                let sent = send_span(sink, self.direct.as_mut(), span).await;
+            Tracked::Span(span) => {
+                let sent = send_span(sink, self.frames.as_mut(), span).await;
                 self.unflushed = None;
                 sent
             }
-            Direct::Reserved(message, reservation) => {
+            Tracked::Reserved(message, reservation) => {
                 let sent = sink.feed(message).await.is_ok();
                 self.unflushed = Some(reservation);
                 sent
@@ -246,14 +247,14 @@ impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, Direct> for Spans {
 }
 
 /// Sends one span; false when the connection broke.
-async fn send_span<S>(sink: &mut S, direct: Option<&mut DirectFrames>, span: FileSpan) -> bool
+async fn send_span<S>(sink: &mut S, frames: Option<&mut FileFrames>, span: FileSpan) -> bool
 where
     S: Sink<WsMessage> + Unpin,
 {
     if span.done.is_closed() {
         return true;
     }
-    let Some(direct) = direct else {
+    let Some(frames) = frames else {
         let _ = span.done.send(Err(crate::error::no_socket_for_frames()));
         return true;
     };
@@ -262,7 +263,7 @@ where
         if sent == span.max {
             break Ok(sent);
         }
-        match direct.send_frame(sink, &span.source, span.max - sent).await {
+        match frames.send_frame(sink, &span.source, span.max - sent).await {
             Ok(0) => break Ok(sent),
             Ok(n) => sent += n,
             Err(Failed::File(e)) => break Err(e),
@@ -286,7 +287,7 @@ enum Failed {
 
 /// The writer's means of writing data frames past tungstenite: the socket, and the one buffer
 /// every frame is read into.
-struct DirectFrames {
+struct FileFrames {
     socket: DirectSocket,
     /// Made (and zeroed) on first use, reused for every frame after.
     buffer: Vec<u8>,
@@ -294,7 +295,7 @@ struct DirectFrames {
     work: Work,
 }
 
-impl DirectFrames {
+impl FileFrames {
     fn new(socket: DirectSocket, work: Work) -> Self {
         Self {
             socket,

@@ -97,7 +97,7 @@ pub(crate) fn start_read(
                 };
                 // A file the backend can hand over as a descriptor goes out through the writer.
                 let opened = match sent {
-                    Ok(()) if ctx.direct_frames => ctx.fs.open_for_transfer(&p.path).await,
+                    Ok(()) if ctx.writes_frames_itself => ctx.fs.open_for_transfer(&p.path).await,
                     Ok(()) => Ok(None),
                     Err(e) => Err(e),
                 };

@@ -6,4 +6,4 @@
 pub(crate) mod lines;
 pub(crate) mod shared;
 pub(crate) mod stdio;
-pub(crate) mod ws;
+pub(crate) mod writer;
