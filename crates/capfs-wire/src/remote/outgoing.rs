@@ -51,16 +51,22 @@ pub(super) async fn write_out<S>(
 ) where
     S: Sink<WsMessage> + Unpin + Send,
 {
-    write_queued(sink, queue, Writer(socket)).await;
+    write_queued(sink, socket, queue, Writer).await;
 }
 
-/// The client's end of the writer: masked frames, written into the connection's TCP socket.
-struct Writer(Option<DirectSocket>);
+/// The client's end of a connection's writer (`transport::link`): masked frames, written into
+/// the connection's TCP socket (they are queued only when it has one).
+pub(super) struct Writer;
 
 impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, MaskedFrame> for Writer {
-    async fn send(&mut self, sink: &mut S, frame: MaskedFrame) -> bool {
+    async fn send(
+        &mut self,
+        sink: &mut S,
+        socket: Option<&DirectSocket>,
+        frame: MaskedFrame,
+    ) -> bool {
         // Without a socket the frame cannot go: ending here fails every call.
-        let Some(socket) = &self.0 else { return false };
+        let Some(socket) = socket else { return false };
         let bytes = &frame.buffer[frame.start..frame.end];
         if let Err(e) = socket.send_frame(sink, bytes).await {
             tracing::debug!("writing a data frame failed: {e}");

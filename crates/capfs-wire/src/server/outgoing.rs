@@ -37,7 +37,7 @@ use super::work::Work;
 use crate::error::stream_idle;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
-use crate::transport::writer::{EndWriter, Queued, write_queued};
+use crate::transport::writer::{EndWriter, Queued};
 use capfs::AbsolutePathBuf;
 use capfs::error::{too_large, with_path};
 
@@ -189,44 +189,37 @@ impl SpanQueue<'_> {
     }
 }
 
-/// Writes queued messages and spans until the queue closes, then closes the socket (see
-/// `write_queued`). `socket` is the connection's TCP socket, when it has one to write data
-/// frames into (spans are queued only then).
-pub(crate) async fn write_out<S>(
-    sink: S,
-    socket: Option<(DirectSocket, Work)>,
-    queue: mpsc::Receiver<Outgoing>,
-    clock: Arc<WriterClock>,
-) where
-    S: Sink<WsMessage> + Unpin + Send,
-{
-    let frames = socket.map(|(socket, work)| FileFrames::new(socket, work));
-    let writer = Writer {
-        frames,
-        unflushed: None,
-        clock,
-    };
-    write_queued(sink, queue, writer).await;
-}
-
-/// The server's end of the writer: spans, sent through the connection's `FileFrames` if it has
-/// them, and reserved messages, whose reservations are held until they are flushed.
-struct Writer {
-    frames: Option<FileFrames>,
+/// The server's end of a connection's writer (`transport::link`): spans, read into frames and
+/// written into the connection's TCP socket (spans are queued only when it has one), and
+/// reserved messages, whose reservations are held until they are flushed. It tells `clock` how
+/// the socket takes what it writes.
+pub(crate) struct Writer {
+    frames: FileFrames,
     /// The reservation of the last message fed to tungstenite, until it is flushed.
     unflushed: Option<Reservation>,
     clock: Arc<WriterClock>,
 }
 
+impl Writer {
+    /// A writer whose frames that wait on the disk are read under `work`'s permits.
+    pub(crate) fn new(work: Work, clock: Arc<WriterClock>) -> Self {
+        Self {
+            frames: FileFrames::new(work),
+            unflushed: None,
+            clock,
+        }
+    }
+}
+
 impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, Tracked> for Writer {
-    async fn send(&mut self, sink: &mut S, item: Tracked) -> bool {
+    async fn send(&mut self, sink: &mut S, socket: Option<&DirectSocket>, item: Tracked) -> bool {
         self.clock.writing();
         // Once an item has gone into the socket, or into tungstenite's buffer, everything
         // before it is out (tungstenite flushes its buffer before it takes another message,
         // and a span waits for it), so only the last message's bytes are still held.
         let sent = match item {
             Tracked::Span(span) => {
-                let sent = send_span(sink, self.frames.as_mut(), span).await;
+                let sent = send_span(sink, socket, &mut self.frames, span).await;
                 self.unflushed = None;
                 sent
             }
@@ -246,15 +239,20 @@ impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, Tracked> for Writer {
     }
 }
 
-/// Sends one span; false when the connection broke.
-async fn send_span<S>(sink: &mut S, frames: Option<&mut FileFrames>, span: FileSpan) -> bool
+/// Sends one span into `socket`; false when the connection broke.
+async fn send_span<S>(
+    sink: &mut S,
+    socket: Option<&DirectSocket>,
+    frames: &mut FileFrames,
+    span: FileSpan,
+) -> bool
 where
     S: Sink<WsMessage> + Unpin,
 {
     if span.done.is_closed() {
         return true;
     }
-    let Some(frames) = frames else {
+    let Some(socket) = socket else {
         let _ = span.done.send(Err(crate::error::no_socket_for_frames()));
         return true;
     };
@@ -263,7 +261,10 @@ where
         if sent == span.max {
             break Ok(sent);
         }
-        match frames.send_frame(sink, &span.source, span.max - sent).await {
+        match frames
+            .send_frame(sink, socket, &span.source, span.max - sent)
+            .await
+        {
             Ok(0) => break Ok(sent),
             Ok(n) => sent += n,
             Err(Failed::File(e)) => break Err(e),
@@ -285,10 +286,9 @@ enum Failed {
     Socket,
 }
 
-/// The writer's means of writing data frames past tungstenite: the socket, and the one buffer
-/// every frame is read into.
+/// What the writer reads the data frames of files with: the one buffer every frame is read
+/// into, and the connection's bounds on file work.
 struct FileFrames {
-    socket: DirectSocket,
     /// Made (and zeroed) on first use, reused for every frame after.
     buffer: Vec<u8>,
     /// The connection's bounds on file work, for the reads that go to the blocking pool.
@@ -296,19 +296,19 @@ struct FileFrames {
 }
 
 impl FileFrames {
-    fn new(socket: DirectSocket, work: Work) -> Self {
+    fn new(work: Work) -> Self {
         Self {
-            socket,
             buffer: Vec::new(),
             work,
         }
     }
 
-    /// Reads the next at most `want` bytes of the file and writes them as one data frame;
-    /// `Ok(0)` at the end of the file.
+    /// Reads the next at most `want` bytes of the file and writes them as one data frame into
+    /// `socket`; `Ok(0)` at the end of the file.
     async fn send_frame<S>(
         &mut self,
         sink: &mut S,
+        socket: &DirectSocket,
         source: &Arc<SpanSource>,
         want: usize,
     ) -> Result<usize, Failed>
@@ -332,7 +332,7 @@ impl FileFrames {
         // The headers go right before the payload, so the frame is one slice.
         let start = frame_in_place(&mut self.buffer, &source.header, n, None);
         let frame = &self.buffer[start..FRAME_HEAD_ROOM + n];
-        match self.socket.send_frame(sink, frame).await {
+        match socket.send_frame(sink, frame).await {
             Ok(()) => Ok(n),
             Err(e) => {
                 tracing::debug!("writing a data frame failed: {e}");

@@ -4,6 +4,7 @@
 //! stdio executors.
 
 pub(crate) mod lines;
+pub(crate) mod link;
 pub(crate) mod shared;
 pub(crate) mod stdio;
 pub(crate) mod writer;

@@ -5,6 +5,7 @@ use futures_util::{Sink, SinkExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::shared::DirectSocket;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 
 /// Room a data-frame arena is given at a time: four frames, about what a queue of a few
@@ -33,9 +34,15 @@ pub(crate) enum Queued<T> {
 
 /// What one end adds to the writer loop both ends share: how it sends the items of its own kind.
 pub(crate) trait EndWriter<S, T> {
-    /// Sends `item`, past `sink` (tungstenite's writing half) or through it, but after
-    /// everything it took; false when the connection broke, which ends the writer.
-    fn send(&mut self, sink: &mut S, item: T) -> impl Future<Output = bool> + Send;
+    /// Sends `item` after everything `sink` (tungstenite's writing half) took: through it, or
+    /// past it into `socket`, the connection's TCP socket when it has one; false when the
+    /// connection broke, which ends the writer.
+    fn send(
+        &mut self,
+        sink: &mut S,
+        socket: Option<&DirectSocket>,
+        item: T,
+    ) -> impl Future<Output = bool> + Send;
 
     /// Everything sent so far has been flushed to the socket.
     fn flushed(&mut self) {}
@@ -44,9 +51,10 @@ pub(crate) trait EndWriter<S, T> {
 /// Writes queued items to `sink` until the queue closes, then closes the socket. Messages queued
 /// together go out in one flush, so many small responses under load cost one write instead of
 /// one each; an item of the end's own kind goes out through `end` after everything queued
-/// before it.
+/// before it, with `socket` to write into past tungstenite.
 pub(crate) async fn write_queued<S, T>(
     mut sink: S,
+    socket: Option<DirectSocket>,
     mut queue: mpsc::Receiver<Queued<T>>,
     mut end: impl EndWriter<S, T>,
 ) where
@@ -57,7 +65,7 @@ pub(crate) async fn write_queued<S, T>(
         while let Some(item) = next.take() {
             let sent = match item {
                 Queued::Message(message) => sink.feed(message).await.is_ok(),
-                Queued::Own(item) => end.send(&mut sink, item).await,
+                Queued::Own(item) => end.send(&mut sink, socket.as_ref(), item).await,
             };
             if !sent {
                 return;
