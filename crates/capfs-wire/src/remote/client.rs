@@ -8,23 +8,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::common::{Reply, connection_lost, no_reply, timed_out};
 use super::options::RemoteOptions;
-use super::outgoing::{Outgoing, write_out};
-use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id};
+use super::outgoing::{Outgoing, Writer};
+use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id, too_big};
 use super::routes::{Routes, route};
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RootDescription,
-    data_frame_stream,
 };
+use crate::transport::link::{Incoming, Link, Received};
 use crate::transport::shared::DirectSocket;
 use capfs::{AbsolutePathBuf, WriteOptions};
 
@@ -108,22 +107,20 @@ impl Client {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (sink, stream) = ws.split();
-        let (out, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
-        let writes_frames_itself = socket.is_some();
-        tokio::spawn(write_out(sink, socket, out_rx));
+        // The writer runs until the queue closes, with the client.
+        let link = Link::open(ws, socket, OUT_QUEUE_MESSAGES, Writer);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let downloads: Downloads = Arc::default();
         let routes = Routes::default();
         let reader = tokio::spawn(read_replies(
-            stream,
+            link.incoming,
             Arc::clone(&pending),
             Arc::clone(&downloads),
             Arc::clone(&routes),
         ));
         let mut client = Client {
-            out,
-            writes_frames_itself,
+            out: link.out,
+            writes_frames_itself: link.writes_frames_itself,
             pending,
             downloads,
             upload_slots: tokio::sync::Semaphore::new(MAX_UPLOADS),
@@ -298,38 +295,38 @@ impl Client {
 
 /// The reader task: hands each reply to the call waiting for it and each data frame to the
 /// streamed read it belongs to, until the connection ends; then every pending call fails.
-async fn read_replies<S>(mut stream: S, pending: Pending, downloads: Downloads, routes: Routes)
-where
-    S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
+async fn read_replies<S>(
+    mut incoming: Incoming<S>,
+    pending: Pending,
+    downloads: Downloads,
+    routes: Routes,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut broken = None;
-    loop {
-        let frame = match stream.next().await {
-            Some(Ok(frame)) => frame,
-            Some(Err(e)) => {
-                broken = broken_by(&e);
-                break;
-            }
-            None => break,
-        };
-        let bytes = match frame {
-            WsMessage::Text(text) => Bytes::clone(text.as_ref()),
-            WsMessage::Binary(bytes) => {
-                if let Some(stream_id) = data_frame_stream(&bytes) {
-                    let consumer = downloads
-                        .lock()
-                        .expect("downloads lock")
-                        .get(&stream_id)
-                        .cloned();
-                    if let Some(consumer) = consumer {
-                        let _ = consumer.send(bytes.slice(DATA_FRAME_HEADER_LEN..)).await;
-                    }
-                    continue;
+    let broken = loop {
+        let bytes = match incoming.next().await {
+            Received::Message(bytes) => bytes,
+            Received::Data {
+                stream_id,
+                last: false,
+                payload,
+            } => {
+                let consumer = downloads
+                    .lock()
+                    .expect("downloads lock")
+                    .get(&stream_id)
+                    .cloned();
+                if let Some(consumer) = consumer {
+                    let _ = consumer.send(payload).await;
                 }
-                bytes
+                continue;
             }
-            WsMessage::Close(_) => break,
-            _ => continue,
+            // A frame tagged last ends a streamed write, which only a client sends: one from
+            // the server is dropped, as anything else that is not JSON is.
+            Received::Data { last: true, .. } => continue,
+            Received::TooBig(e) => break Some(too_big(e)),
+            Received::Broken(e) => break broken_by(&e),
+            Received::Closed => break None,
         };
         let Some(id) = reply_id(&bytes) else {
             route(&bytes, &routes).await;
@@ -343,7 +340,7 @@ where
         if let Some(waiter) = waiter {
             let _ = waiter.send(bytes);
         }
-    }
+    };
     // Dropping every waiter wakes each pending call with `BrokenPipe`; when the server broke
     // the protocol, each is answered with what it did instead.
     let waiters = pending.lock().expect("pending map lock").take();

@@ -18,13 +18,13 @@ use std::io;
 use bytes::BytesMut;
 use futures_util::Sink;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::common::connection_lost;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
-use crate::transport::writer::{EndWriter, Queued, start_frame, write_queued};
+use crate::transport::writer::{EndWriter, Queued, start_frame};
 
 /// Data frames of one streamed write in the writer's queue at once; each holds a buffer of a
 /// frame's size. Two let the next frame be read while the writer sends the last.
@@ -40,18 +40,6 @@ pub(super) struct MaskedFrame {
     start: usize,
     end: usize,
     done: oneshot::Sender<Vec<u8>>,
-}
-
-/// Writes queued messages and frames until the queue closes, then closes the socket (see
-/// `write_queued`). Frames are queued only when `socket` is there, the connection's TCP socket.
-pub(super) async fn write_out<S>(
-    sink: S,
-    socket: Option<DirectSocket>,
-    queue: mpsc::Receiver<Outgoing>,
-) where
-    S: Sink<WsMessage> + Unpin + Send,
-{
-    write_queued(sink, socket, queue, Writer).await;
 }
 
 /// The client's end of a connection's writer (`transport::link`): masked frames, written into
