@@ -1,5 +1,5 @@
-//! One connection's client side: requests multiplexed by id, the reader task that routes
-//! replies and data frames to their callers, and the writer task.
+//! One connection's client side: requests multiplexed by id over a `transport::link`, and the
+//! reader task that routes the replies and data frames it reads to their callers.
 
 use std::collections::HashMap;
 use std::io;

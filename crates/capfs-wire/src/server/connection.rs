@@ -1,5 +1,5 @@
-//! One connection: the read loop, requests run concurrently up to the in-flight bound, replies
-//! queued for the writer task, and the drain at shutdown.
+//! One connection: the read loop over a `transport::link`, requests run concurrently up to the
+//! in-flight bound, replies queued for the link's writer, and the drain at shutdown.
 //!
 //! The read loop does no file work and never waits for a slot: every request runs on a task of
 //! its own, so data frames and ordinary requests never wait on each other.
