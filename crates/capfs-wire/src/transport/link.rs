@@ -4,9 +4,8 @@
 //! The server's connections (`server/connection.rs`) and the client (`remote/client.rs`) open
 //! the same link over whatever carries their frames (TCP with its [`DirectSocket`], TLS, a
 //! command's stdio, codex's JSON lines through `lines.rs`, an in-memory pipe), so both ends tell
-//! data frames from JSON messages, and a peer that goes from one that breaks the connection, the
-//! same way. What differs is the end's own writer ([`EndWriter`]) and what it does with what it
-//! reads.
+//! data frames from JSON messages, and a peer's close from a broken connection, the same way.
+//! What differs is the end's own writer ([`EndWriter`]) and what it does with what it reads.
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -33,7 +32,7 @@ pub(crate) struct Link<S, T> {
     /// The writer's queue. The writer closes the connection once every sender is gone and
     /// everything queued has been sent.
     pub(crate) out: mpsc::Sender<Queued<T>>,
-    /// The writer task. Aborting it drops what is queued and cuts the connection.
+    /// The writer task. Aborting it drops what is queued: nothing more is written.
     pub(crate) writer: JoinHandle<()>,
     /// The link has a TCP socket: the end's writer may send data frames into it itself, past
     /// tungstenite.
