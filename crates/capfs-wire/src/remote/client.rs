@@ -1,5 +1,5 @@
-//! One connection's client side: requests multiplexed by id, the reader task that routes
-//! replies and data frames to their callers, and the writer task.
+//! One connection's client side: requests multiplexed by id over a `transport::link`, and the
+//! reader task that routes the replies and data frames it reads to their callers.
 
 use std::collections::HashMap;
 use std::io;
@@ -8,23 +8,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::common::{Reply, connection_lost, no_reply, timed_out};
 use super::options::RemoteOptions;
-use super::outgoing::{Outbound, write_out};
-use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id};
+use super::outgoing::{Outgoing, Writer};
+use super::reply::{broken_by, error_code, finish, local_error_reply, reply_id, too_big};
 use super::routes::{Routes, route};
 use crate::protocol::{
     DATA_FRAME_HEADER_LEN, INITIALIZE_METHOD, INITIALIZED_METHOD, InitializeParams,
     InitializeResponse, METHOD_NOT_FOUND, Message, Notification, RootDescription,
-    data_frame_stream,
 };
+use crate::transport::link::{Incoming, Link, Received};
 use crate::transport::shared::DirectSocket;
 use capfs::{AbsolutePathBuf, WriteOptions};
 
@@ -41,9 +40,9 @@ const OUT_QUEUE_MESSAGES: usize = 32;
 
 #[derive(Debug)]
 pub(super) struct Client {
-    out: mpsc::Sender<Outbound>,
+    out: mpsc::Sender<Outgoing>,
     /// The writer sends streamed writes' data frames itself, past tungstenite (`outgoing.rs`).
-    pub(super) direct_frames: bool,
+    pub(super) writes_frames_itself: bool,
     pub(super) pending: Pending,
     pub(super) downloads: Downloads,
     pub(super) upload_slots: tokio::sync::Semaphore,
@@ -108,22 +107,20 @@ impl Client {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (sink, stream) = ws.split();
-        let (out, out_rx) = mpsc::channel::<Outbound>(OUT_QUEUE_MESSAGES);
-        let direct_frames = socket.is_some();
-        tokio::spawn(write_out(sink, socket, out_rx));
+        // The writer runs until the queue closes, with the client.
+        let link = Link::open(ws, socket, OUT_QUEUE_MESSAGES, Writer);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let downloads: Downloads = Arc::default();
         let routes = Routes::default();
         let reader = tokio::spawn(read_replies(
-            stream,
+            link.incoming,
             Arc::clone(&pending),
             Arc::clone(&downloads),
             Arc::clone(&routes),
         ));
         let mut client = Client {
-            out,
-            direct_frames,
+            out: link.out,
+            writes_frames_itself: link.writes_frames_itself,
             pending,
             downloads,
             upload_slots: tokio::sync::Semaphore::new(MAX_UPLOADS),
@@ -171,11 +168,11 @@ impl Client {
     /// Tells the server to give up a streamed write: an empty data frame of its stream.
     pub(super) fn abort_upload(&self, header: &[u8; DATA_FRAME_HEADER_LEN]) {
         let message = WsMessage::Binary(header.to_vec().into());
-        let _ = self.out.try_send(Outbound::Message(message));
+        let _ = self.out.try_send(Outgoing::Message(message));
     }
 
     /// Queues `item` for the writer.
-    pub(super) async fn send(&self, item: Outbound) -> io::Result<()> {
+    pub(super) async fn send(&self, item: Outgoing) -> io::Result<()> {
         self.out.send(item).await.map_err(|_| connection_lost())
     }
 
@@ -269,7 +266,7 @@ impl Client {
             map.insert(id, tx);
         }
         if self
-            .send(Outbound::Message(WsMessage::text(text)))
+            .send(Outgoing::Message(WsMessage::text(text)))
             .await
             .is_err()
         {
@@ -291,45 +288,45 @@ impl Client {
             method: method.to_string(),
             params: None,
         });
-        self.send(Outbound::Message(WsMessage::text(notification.to_text())))
+        self.send(Outgoing::Message(WsMessage::text(notification.to_text())))
             .await
     }
 }
 
 /// The reader task: hands each reply to the call waiting for it and each data frame to the
 /// streamed read it belongs to, until the connection ends; then every pending call fails.
-async fn read_replies<S>(mut stream: S, pending: Pending, downloads: Downloads, routes: Routes)
-where
-    S: Stream<Item = Result<WsMessage, WsError>> + Unpin,
+async fn read_replies<S>(
+    mut incoming: Incoming<S>,
+    pending: Pending,
+    downloads: Downloads,
+    routes: Routes,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut broken = None;
-    loop {
-        let frame = match stream.next().await {
-            Some(Ok(frame)) => frame,
-            Some(Err(e)) => {
-                broken = broken_by(&e);
-                break;
-            }
-            None => break,
-        };
-        let bytes = match frame {
-            WsMessage::Text(text) => Bytes::clone(text.as_ref()),
-            WsMessage::Binary(bytes) => {
-                if let Some(stream_id) = data_frame_stream(&bytes) {
-                    let consumer = downloads
-                        .lock()
-                        .expect("downloads lock")
-                        .get(&stream_id)
-                        .cloned();
-                    if let Some(consumer) = consumer {
-                        let _ = consumer.send(bytes.slice(DATA_FRAME_HEADER_LEN..)).await;
-                    }
-                    continue;
+    let broken = loop {
+        let bytes = match incoming.next().await {
+            Received::Message(bytes) => bytes,
+            Received::Data {
+                stream_id,
+                last: false,
+                payload,
+            } => {
+                let consumer = downloads
+                    .lock()
+                    .expect("downloads lock")
+                    .get(&stream_id)
+                    .cloned();
+                if let Some(consumer) = consumer {
+                    let _ = consumer.send(payload).await;
                 }
-                bytes
+                continue;
             }
-            WsMessage::Close(_) => break,
-            _ => continue,
+            // A frame tagged last ends a streamed write, which only a client sends: one from
+            // the server is dropped, as anything else that is not JSON is.
+            Received::Data { last: true, .. } => continue,
+            Received::TooBig(e) => break Some(too_big(e)),
+            Received::Broken(e) => break broken_by(&e),
+            Received::Closed => break None,
         };
         let Some(id) = reply_id(&bytes) else {
             route(&bytes, &routes).await;
@@ -343,7 +340,7 @@ where
         if let Some(waiter) = waiter {
             let _ = waiter.send(bytes);
         }
-    }
+    };
     // Dropping every waiter wakes each pending call with `BrokenPipe`; when the server broke
     // the protocol, each is answered with what it did instead.
     let waiters = pending.lock().expect("pending map lock").take();

@@ -5,9 +5,11 @@
 //! completes when its own response arrives. When the connection drops, every pending call and
 //! every later call fails at once with `BrokenPipe`; no call waits for a peer that is gone.
 //!
-//! The connection runs over TCP ([`RemoteFileSystem::connect`]) or over the stdin and stdout of
-//! a command such as `ssh host capfs serve --listen stdio` ([`RemoteFileSystem::connect_command`]):
-//! the same WebSocket frames, there without the HTTP upgrade.
+//! The connection runs over TCP ([`RemoteFileSystem::connect`]) or over the stdin and stdout of a
+//! command such as `ssh host capfs serve --listen stdio` ([`RemoteFileSystem::connect_command`]):
+//! the same WebSocket frames, there without the HTTP upgrade. Either way it is a `transport::link`,
+//! as a server's connection is: the client adds the items its writer sends itself (`outgoing.rs`)
+//! and what its reader does with each message (`client.rs`).
 
 mod client;
 mod common;

@@ -18,20 +18,20 @@ use std::io;
 use bytes::BytesMut;
 use futures_util::Sink;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::common::connection_lost;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
-use crate::transport::ws::{Queued, SendDirect, start_frame, write_queued};
+use crate::transport::writer::{EndWriter, Queued, start_frame};
 
 /// Data frames of one streamed write in the writer's queue at once; each holds a buffer of a
 /// frame's size. Two let the next frame be read while the writer sends the last.
 const FRAMES_AHEAD: usize = 2;
 
 /// What the client's writer sends: messages, and whole data frames it writes past tungstenite.
-pub(super) type Outbound = Queued<MaskedFrame>;
+pub(super) type Outgoing = Queued<MaskedFrame>;
 
 /// A whole, masked data frame: `buffer[start..end]`. The buffer goes back through `done` once
 /// sent.
@@ -42,25 +42,19 @@ pub(super) struct MaskedFrame {
     done: oneshot::Sender<Vec<u8>>,
 }
 
-/// Writes queued messages and frames until the queue closes, then closes the socket (see
-/// `write_queued`). Frames are queued only when `socket` is there, the connection's TCP socket.
-pub(super) async fn write_out<S>(
-    sink: S,
-    socket: Option<DirectSocket>,
-    queue: mpsc::Receiver<Outbound>,
-) where
-    S: Sink<WsMessage> + Unpin + Send,
-{
-    write_queued(sink, queue, MaskedFrames(socket)).await;
-}
+/// The client's end of a connection's writer (`transport::link`): masked frames, written into
+/// the connection's TCP socket (they are queued only when it has one).
+pub(super) struct Writer;
 
-/// The client's direct items: masked frames, written into the connection's TCP socket.
-struct MaskedFrames(Option<DirectSocket>);
-
-impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, MaskedFrame> for MaskedFrames {
-    async fn send(&mut self, sink: &mut S, frame: MaskedFrame) -> bool {
+impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, MaskedFrame> for Writer {
+    async fn send(
+        &mut self,
+        sink: &mut S,
+        socket: Option<&DirectSocket>,
+        frame: MaskedFrame,
+    ) -> bool {
         // Without a socket the frame cannot go: ending here fails every call.
-        let Some(socket) = &self.0 else { return false };
+        let Some(socket) = socket else { return false };
         let bytes = &frame.buffer[frame.start..frame.end];
         if let Err(e) = socket.send_frame(sink, bytes).await {
             tracing::debug!("writing a data frame failed: {e}");
@@ -75,18 +69,19 @@ impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, MaskedFrame> for MaskedFra
 pub(super) enum Frames {
     /// As messages for tungstenite, built in an arena (see `start_frame`).
     Messages(BytesMut),
-    /// Whole and masked, for the writer to send itself: the buffers in its queue, oldest first,
-    /// and the one being filled.
-    Direct {
+    /// Whole and masked, for the writer to send itself past tungstenite: the buffers in its
+    /// queue, oldest first, and the one being filled.
+    Masked {
         queued: VecDeque<oneshot::Receiver<Vec<u8>>>,
         filling: Vec<u8>,
     },
 }
 
 impl Frames {
-    pub(super) fn new(direct: bool) -> Self {
-        if direct {
-            Self::Direct {
+    /// Frames for a writer that sends them itself when `writes_frames_itself`, else messages.
+    pub(super) fn new(writes_frames_itself: bool) -> Self {
+        if writes_frames_itself {
+            Self::Masked {
                 queued: VecDeque::new(),
                 filling: Vec::new(),
             }
@@ -115,7 +110,7 @@ impl Frames {
                     }
                 }
             }
-            Self::Direct { queued, filling } => {
+            Self::Masked { queued, filling } => {
                 if filling.is_empty() {
                     *filling = if queued.len() < FRAMES_AHEAD {
                         // Zeroed once; reads into it initialise nothing after.
@@ -139,16 +134,16 @@ impl Frames {
     }
 
     /// The frame `fill` read, of `len` bytes of contents, as the writer's next item.
-    pub(super) fn take(&mut self, header: &[u8; DATA_FRAME_HEADER_LEN], len: usize) -> Outbound {
+    pub(super) fn take(&mut self, header: &[u8; DATA_FRAME_HEADER_LEN], len: usize) -> Outgoing {
         match self {
-            Self::Messages(arena) => Outbound::Message(WsMessage::Binary(arena.split().freeze())),
-            Self::Direct { queued, filling } => {
+            Self::Messages(arena) => Outgoing::Message(WsMessage::Binary(arena.split().freeze())),
+            Self::Masked { queued, filling } => {
                 let mut buffer = std::mem::take(filling);
                 let mask = rand::random::<[u8; 4]>();
                 let start = frame_in_place(&mut buffer, header, len, Some(mask));
                 let (done, back) = oneshot::channel();
                 queued.push_back(back);
-                Outbound::Direct(MaskedFrame {
+                Outgoing::Own(MaskedFrame {
                     buffer,
                     start,
                     end: FRAME_HEAD_ROOM + len,

@@ -9,21 +9,27 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
 
 use super::common::{Reply, connection_lost};
 use crate::protocol::{ErrorObject, ErrorResponse, Message, RequestId};
 
-/// What a server did when its connection ended in a WebSocket error that is its fault: a
-/// frame or message over the client's limit, a protocol violation. `None` for a connection
-/// that was merely lost.
-pub(super) fn broken_by(err: &WsError) -> Option<io::Error> {
-    use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
+/// What a server did when it sent a frame or message over the client's limit.
+pub(super) fn too_big(err: CapacityError) -> io::Error {
     let message = match err {
-        WsError::Capacity(CapacityError::MessageTooLong { size, max_size }) => format!(
+        CapacityError::MessageTooLong { size, max_size } => format!(
             "the server announced a message of {size} bytes, over the client's limit of {max_size} \
              bytes"
         ),
-        WsError::Capacity(e) => format!("the server sent too much: {e}"),
+        e => format!("the server sent too much: {e}"),
+    };
+    crate::error::broken_by_server(message)
+}
+
+/// What a server did when its connection ended in a WebSocket error that is its fault, a
+/// protocol violation; `None` for a connection that was merely lost.
+pub(super) fn broken_by(err: &WsError) -> Option<io::Error> {
+    let message = match err {
         // The peer went away: lost, not broken.
         WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => return None,
         WsError::Protocol(e) => format!("the server broke the WebSocket protocol: {e}"),

@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use super::client::Downloads;
 use super::common::{connection_lost, no_reply};
 use super::handle::RemoteFileSystem;
-use super::outgoing::{Frames, Outbound};
+use super::outgoing::{Frames, Outgoing};
 use super::reply::finish;
 use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
@@ -155,7 +155,7 @@ impl RemoteFileSystem {
             no_reply(CAPFS_WRITE_FILE_STREAM_METHOD, "stream idle timeout", idle)
         };
         let header = data_frame_header(stream_id);
-        let mut frames = Frames::new(client.direct_frames);
+        let mut frames = Frames::new(client.writes_frames_itself);
         let mut sent = 0u64;
         loop {
             let left = size.map_or(u64::MAX, |size| size - sent);
@@ -185,7 +185,7 @@ impl RemoteFileSystem {
                 }
                 // The end of an unsized write: an empty last frame.
                 let last = data_frame_last_header(stream_id);
-                let last = Outbound::Message(WsMessage::Binary(last.to_vec().into()));
+                let last = Outgoing::Message(WsMessage::Binary(last.to_vec().into()));
                 tokio::time::timeout(idle, client.send(last))
                     .await
                     .map_err(|_| stalled())??;

@@ -1,5 +1,5 @@
-//! One connection: the read loop, requests run concurrently up to the in-flight bound, replies
-//! queued for the writer task, and the drain at shutdown.
+//! One connection: the read loop over a `transport::link`, requests run concurrently up to the
+//! in-flight bound, replies queued for the link's writer, and the drain at shutdown.
 //!
 //! The read loop does no file work and never waits for a slot: every request runs on a task of
 //! its own, so data frames and ordinary requests never wait on each other.
@@ -8,12 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -30,9 +29,8 @@ use super::shared::Shared;
 use super::stall::WriterClock;
 use super::stream;
 use super::work::{RequestSlots, Work};
-use crate::protocol::{
-    DATA_FRAME_HEADER_LEN, ErrorObject, RequestId, SERVER_BUSY, data_frame_kind,
-};
+use crate::protocol::{ErrorObject, RequestId, SERVER_BUSY};
+use crate::transport::link::{Link, Received};
 use crate::transport::shared::DirectSocket;
 use capfs::ExecutorFileSystem;
 
@@ -58,7 +56,7 @@ pub(crate) struct Connection {
     /// Streamed writes still expecting data frames, by stream id.
     uploads: HashMap<u64, stream::Upload>,
     /// The writer writes data frames of local files into the socket itself (see `outgoing.rs`).
-    direct_frames: bool,
+    writes_frames_itself: bool,
 }
 
 impl Connection {
@@ -95,7 +93,7 @@ impl Connection {
             work,
             budget,
             uploads: HashMap::new(),
-            direct_frames: false,
+            writes_frames_itself: false,
         }
     }
 
@@ -113,20 +111,15 @@ impl Connection {
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (sink, mut stream) = ws.split();
-        let (out_tx, out_rx) = mpsc::channel::<Outgoing>(OUT_QUEUE_MESSAGES);
+        let clock = Arc::new(WriterClock::new());
+        let end = outgoing::Writer::new(self.work.clone(), Arc::clone(&clock));
+        let link = Link::open(ws, socket, OUT_QUEUE_MESSAGES, end);
+        let (mut incoming, out_tx) = (link.incoming, link.out);
+        self.writes_frames_itself = link.writes_frames_itself;
         let watches = Arc::clone(&self.session.connection().watches);
         watches.send_to(out_tx.clone());
         // Dropping the connection (cut at the shutdown deadline) ends its writer too.
-        self.direct_frames = socket.is_some();
-        let socket = socket.map(|socket| (socket, self.work.clone()));
-        let clock = Arc::new(WriterClock::new());
-        let writer = AbortOnDropHandle::new(tokio::spawn(outgoing::write_out(
-            sink,
-            socket,
-            out_rx,
-            Arc::clone(&clock),
-        )));
+        let writer = AbortOnDropHandle::new(link.writer);
         let idle = self.shared.config.stream_idle_timeout;
         // A peer that reads nothing: once the writer has waited twice the idle timeout (a stream
         // waiting on the peer fails with its own timeout first), the watchdog drops the writer
@@ -142,7 +135,7 @@ impl Connection {
             }))
         };
         loop {
-            let incoming = tokio::select! {
+            let received = tokio::select! {
                 () = stop.cancelled() => break,
                 () = stalled.cancelled() => {
                     tracing::warn!(
@@ -152,20 +145,16 @@ impl Connection {
                     );
                     break;
                 }
-                incoming = stream.next() => incoming,
+                received = incoming.next() => received,
             };
-            match incoming {
-                Some(Ok(WsMessage::Text(text))) => self.on_message(text.as_bytes(), &out_tx).await,
-                Some(Ok(WsMessage::Binary(bytes))) => match data_frame_kind(&bytes) {
-                    Some((stream_id, last)) => {
-                        let payload = bytes.slice(DATA_FRAME_HEADER_LEN..);
-                        stream::route_data(&mut self.uploads, stream_id, last, payload, idle).await;
-                    }
-                    None => self.on_message(&bytes, &out_tx).await,
-                },
-                Some(Ok(WsMessage::Close(_))) | None => break,
-                Some(Ok(_)) => continue,
-                Some(Err(WsError::Capacity(e))) => {
+            match received {
+                Received::Message(bytes) => self.on_message(&bytes, &out_tx).await,
+                Received::Data {
+                    stream_id,
+                    last,
+                    payload,
+                } => stream::route_data(&mut self.uploads, stream_id, last, payload, idle).await,
+                Received::TooBig(e) => {
                     tracing::warn!(connection = self.id, "message refused: {e}");
                     let close = CloseFrame {
                         code: CloseCode::Size,
@@ -178,7 +167,8 @@ impl Connection {
                     outgoing::send(&out_tx, WsMessage::Close(Some(close))).await;
                     break;
                 }
-                Some(Err(e)) => {
+                Received::Closed => break,
+                Received::Broken(e) => {
                     tracing::debug!(connection = self.id, "read failed: {e}");
                     break;
                 }
@@ -303,7 +293,7 @@ impl Connection {
             work: self.work.clone(),
             idle: self.shared.config.stream_idle_timeout,
             out: out.clone(),
-            direct_frames: self.direct_frames,
+            writes_frames_itself: self.writes_frames_itself,
             budget: self.budget.clone(),
         }
     }

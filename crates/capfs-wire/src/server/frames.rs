@@ -22,7 +22,7 @@ use super::outgoing::Outgoing;
 use super::work::{StreamWork, Work};
 use crate::error::{client_gone, stream_idle};
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
-use crate::transport::ws::start_frame;
+use crate::transport::writer::start_frame;
 use capfs::ExecutorFileSystem;
 use capfs::error::too_large;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub(crate) struct StreamContext {
     pub(crate) idle: Duration,
     pub(crate) out: mpsc::Sender<Outgoing>,
     /// The connection's writer reads and writes data frames itself (see `outgoing.rs`).
-    pub(crate) direct_frames: bool,
+    pub(crate) writes_frames_itself: bool,
     /// The connection's part of the outgoing budget.
     pub(crate) budget: ConnectionBudget,
 }
@@ -72,7 +72,8 @@ pub(crate) struct FrameWriter {
     max_bytes: Option<u64>,
     sent: u64,
     over_limit: bool,
-    /// Where frames are built, each split off as it is queued (see `transport::ws::start_frame`).
+    /// Where frames are built, each split off as it is queued (see
+    /// `transport::writer::start_frame`).
     frames: BytesMut,
 }
 

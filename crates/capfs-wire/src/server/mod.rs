@@ -3,17 +3,19 @@
 //! Data flows one way through these files: `listener.rs` accepts (TCP with the HTTP upgrade,
 //! its Origin, token and connection-limit checks and `GET /readyz`, or one byte stream such as
 //! stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
-//! loop, its in-flight bound and its shutdown drain; `session.rs` applies the handshake rules to
-//! each message; `methods.rs` is the method table: each method's row names where it runs, its
+//! loop on the `transport::link` the client opens too, its in-flight bound and its shutdown
+//! drain; `session.rs` applies the handshake rules to each message; `methods.rs` is the method
+//! table: each method's row names where it runs, its
 //! handler with its typed params, its protocol group and what it does to its paths, and
 //! `dispatch` runs a row. The handlers are `file_methods.rs` (the March 2026 methods and capfs's
 //! extensions), `codex/` (the methods of the current codex protocol) and `process/handlers.rs`;
 //! each returns a `Payload` (`payload.rs`) that `reply.rs` queues for the writer.
 //! `state.rs` is what a connection keeps between requests; `stream.rs` carries the data-frame
-//! extension; `outgoing.rs` is the connection's writer, which on TCP reads and writes the data
-//! frames of local files itself; `audit.rs` writes one line per request; `config.rs` holds the
-//! limits; `threads.rs` runs connections on threads of their own, each with a `current_thread`
-//! runtime; `pair.rs` joins a byte-stream connection to a client in the same process.
+//! extension; `outgoing.rs` is the server's end of the link's writer, which on TCP reads and
+//! writes the data frames of local files itself, and `stall.rs` its watchdog; `audit.rs` writes
+//! one line per request; `config.rs` holds the limits; `threads.rs` runs connections on threads
+//! of their own, each with a `current_thread` runtime; `pair.rs` joins a byte-stream connection
+//! to a client in the same process.
 
 mod admission;
 mod audit;

@@ -37,7 +37,7 @@ use super::work::Work;
 use crate::error::stream_idle;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN, data_frame_header};
 use crate::transport::shared::{DirectSocket, FRAME_HEAD_ROOM, frame_in_place};
-use crate::transport::ws::{Queued, SendDirect, write_queued};
+use crate::transport::writer::{EndWriter, Queued};
 use capfs::AbsolutePathBuf;
 use capfs::error::{too_large, with_path};
 
@@ -46,11 +46,12 @@ use capfs::error::{too_large, with_path};
 pub(crate) const SPANS_AHEAD: usize = 4;
 
 /// What a connection's writer sends: messages, and spans of files it sends as data frames.
-pub(crate) type Outgoing = Queued<Direct>;
+pub(crate) type Outgoing = Queued<Tracked>;
 
-/// What the server's writer handles itself: a span of a file, or a message under a reservation
-/// of the outgoing budget, given back once the message has been flushed to the socket.
-pub(crate) enum Direct {
+/// What the server's writer sends itself and reports back on: a span of a file (how much of it
+/// went out), or a message under a reservation of the outgoing budget (given back once the
+/// message has been flushed to the socket).
+pub(crate) enum Tracked {
     Span(FileSpan),
     Reserved(WsMessage, Reservation),
 }
@@ -58,7 +59,7 @@ pub(crate) enum Direct {
 impl Outgoing {
     /// `message`, holding `reservation` until it is written.
     pub(crate) fn reserved(message: WsMessage, reservation: Reservation) -> Self {
-        Queued::Direct(Direct::Reserved(message, reservation))
+        Queued::Own(Tracked::Reserved(message, reservation))
     }
 }
 
@@ -145,7 +146,7 @@ impl SpanQueue<'_> {
                     max,
                     done,
                 };
-                self.queue(Outgoing::Direct(Direct::Span(span))).await?;
+                self.queue(Outgoing::Own(Tracked::Span(span))).await?;
                 pending.push_back((receiver, max));
                 asked += max as u64;
             }
@@ -188,48 +189,41 @@ impl SpanQueue<'_> {
     }
 }
 
-/// Writes queued messages and spans until the queue closes, then closes the socket (see
-/// `write_queued`). `socket` is the connection's TCP socket, when it has one to write data
-/// frames into (spans are queued only then).
-pub(crate) async fn write_out<S>(
-    sink: S,
-    socket: Option<(DirectSocket, Work)>,
-    queue: mpsc::Receiver<Outgoing>,
-    clock: Arc<WriterClock>,
-) where
-    S: Sink<WsMessage> + Unpin + Send,
-{
-    let direct = socket.map(|(socket, work)| DirectFrames::new(socket, work));
-    let spans = Spans {
-        direct,
-        unflushed: None,
-        clock,
-    };
-    write_queued(sink, queue, spans).await;
-}
-
-/// The server's direct items: spans, sent through the connection's `DirectFrames` if it has
-/// them, and reserved messages, whose reservations are held until they are flushed.
-struct Spans {
-    direct: Option<DirectFrames>,
+/// The server's end of a connection's writer (`transport::link`): spans, read into frames and
+/// written into the connection's TCP socket (spans are queued only when it has one), and
+/// reserved messages, whose reservations are held until they are flushed. It tells `clock` how
+/// the socket takes what it writes.
+pub(crate) struct Writer {
+    frames: FileFrames,
     /// The reservation of the last message fed to tungstenite, until it is flushed.
     unflushed: Option<Reservation>,
     clock: Arc<WriterClock>,
 }
 
-impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, Direct> for Spans {
-    async fn send(&mut self, sink: &mut S, item: Direct) -> bool {
+impl Writer {
+    /// A writer whose frames that wait on the disk are read under `work`'s permits.
+    pub(crate) fn new(work: Work, clock: Arc<WriterClock>) -> Self {
+        Self {
+            frames: FileFrames::new(work),
+            unflushed: None,
+            clock,
+        }
+    }
+}
+
+impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, Tracked> for Writer {
+    async fn send(&mut self, sink: &mut S, socket: Option<&DirectSocket>, item: Tracked) -> bool {
         self.clock.writing();
         // Once an item has gone into the socket, or into tungstenite's buffer, everything
         // before it is out (tungstenite flushes its buffer before it takes another message,
         // and a span waits for it), so only the last message's bytes are still held.
         let sent = match item {
-            Direct::Span(span) => {
-                let sent = send_span(sink, self.direct.as_mut(), span).await;
+            Tracked::Span(span) => {
+                let sent = send_span(sink, socket, &mut self.frames, span).await;
                 self.unflushed = None;
                 sent
             }
-            Direct::Reserved(message, reservation) => {
+            Tracked::Reserved(message, reservation) => {
                 let sent = sink.feed(message).await.is_ok();
                 self.unflushed = Some(reservation);
                 sent
@@ -245,15 +239,20 @@ impl<S: Sink<WsMessage> + Unpin + Send> SendDirect<S, Direct> for Spans {
     }
 }
 
-/// Sends one span; false when the connection broke.
-async fn send_span<S>(sink: &mut S, direct: Option<&mut DirectFrames>, span: FileSpan) -> bool
+/// Sends one span into `socket`; false when the connection broke.
+async fn send_span<S>(
+    sink: &mut S,
+    socket: Option<&DirectSocket>,
+    frames: &mut FileFrames,
+    span: FileSpan,
+) -> bool
 where
     S: Sink<WsMessage> + Unpin,
 {
     if span.done.is_closed() {
         return true;
     }
-    let Some(direct) = direct else {
+    let Some(socket) = socket else {
         let _ = span.done.send(Err(crate::error::no_socket_for_frames()));
         return true;
     };
@@ -262,7 +261,10 @@ where
         if sent == span.max {
             break Ok(sent);
         }
-        match direct.send_frame(sink, &span.source, span.max - sent).await {
+        match frames
+            .send_frame(sink, socket, &span.source, span.max - sent)
+            .await
+        {
             Ok(0) => break Ok(sent),
             Ok(n) => sent += n,
             Err(Failed::File(e)) => break Err(e),
@@ -284,30 +286,29 @@ enum Failed {
     Socket,
 }
 
-/// The writer's means of writing data frames past tungstenite: the socket, and the one buffer
-/// every frame is read into.
-struct DirectFrames {
-    socket: DirectSocket,
+/// What the writer reads the data frames of files with: the one buffer every frame is read
+/// into, and the connection's bounds on file work.
+struct FileFrames {
     /// Made (and zeroed) on first use, reused for every frame after.
     buffer: Vec<u8>,
     /// The connection's bounds on file work, for the reads that go to the blocking pool.
     work: Work,
 }
 
-impl DirectFrames {
-    fn new(socket: DirectSocket, work: Work) -> Self {
+impl FileFrames {
+    fn new(work: Work) -> Self {
         Self {
-            socket,
             buffer: Vec::new(),
             work,
         }
     }
 
-    /// Reads the next at most `want` bytes of the file and writes them as one data frame;
-    /// `Ok(0)` at the end of the file.
+    /// Reads the next at most `want` bytes of the file and writes them as one data frame into
+    /// `socket`; `Ok(0)` at the end of the file.
     async fn send_frame<S>(
         &mut self,
         sink: &mut S,
+        socket: &DirectSocket,
         source: &Arc<SpanSource>,
         want: usize,
     ) -> Result<usize, Failed>
@@ -331,7 +332,7 @@ impl DirectFrames {
         // The headers go right before the payload, so the frame is one slice.
         let start = frame_in_place(&mut self.buffer, &source.header, n, None);
         let frame = &self.buffer[start..FRAME_HEAD_ROOM + n];
-        match self.socket.send_frame(sink, frame).await {
+        match socket.send_frame(sink, frame).await {
             Ok(()) => Ok(n),
             Err(e) => {
                 tracing::debug!("writing a data frame failed: {e}");

@@ -108,7 +108,7 @@ async fn read(ctx: &StreamContext, p: &ReadStreamParams) -> io::Result<u64> {
     if let Some(max) = p.max_bytes {
         too_large_before(&*ctx.fs, &p.path, max).await?;
     }
-    let opened = match ctx.direct_frames {
+    let opened = match ctx.writes_frames_itself {
         true => ctx.fs.open_for_transfer(&p.path).await?,
         false => None,
     };

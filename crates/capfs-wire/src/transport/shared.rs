@@ -60,7 +60,7 @@ struct Turn {
 #[derive(Default)]
 struct TurnState {
     /// The writer is writing a data frame.
-    direct: bool,
+    writing_frame: bool,
     /// tungstenite's last write took only part of its buffer: a frame of its may be half out.
     partial: bool,
     /// A tungstenite write waiting for the writer's frame to end.
@@ -115,7 +115,7 @@ impl AsyncWrite for SharedSocket {
         loop {
             ready!(self.socket.poll_write_ready(cx))?;
             let mut turn = self.turn.state.lock().expect("turn lock");
-            if turn.direct {
+            if turn.writing_frame {
                 turn.waiting = Some(cx.waker().clone());
                 return Poll::Pending;
             }
@@ -183,7 +183,7 @@ impl DirectSocket {
             let mut turn = self.turn.state.lock().expect("turn lock");
             // The read half may have begun a pong since the flush; then flush again.
             if !turn.partial {
-                turn.direct = true;
+                turn.writing_frame = true;
                 return Ok(());
             }
         }
@@ -193,7 +193,7 @@ impl DirectSocket {
     fn release(&self) {
         let waiting = {
             let mut turn = self.turn.state.lock().expect("turn lock");
-            turn.direct = false;
+            turn.writing_frame = false;
             turn.waiting.take()
         };
         if let Some(waker) = waiting {

@@ -1,10 +1,11 @@
-//! What the client and the server share about driving a WebSocket.
+//! The writer loop both ends of a connection run, and the arena their data frames are built in.
 
 use bytes::BytesMut;
 use futures_util::{Sink, SinkExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::shared::DirectSocket;
 use crate::protocol::{DATA_CHUNK_BYTES, DATA_FRAME_HEADER_LEN};
 
 /// Room a data-frame arena is given at a time: four frames, about what a queue of a few
@@ -22,19 +23,26 @@ pub(crate) fn start_frame(arena: &mut BytesMut, header: &[u8], payload_len: usiz
     arena.extend_from_slice(header);
 }
 
-/// What a connection's writer sends: a message, through tungstenite, or something the writer
-/// writes past tungstenite itself (`T`: on the server a span of a file to send as data frames,
-/// on the client a masked data frame).
+/// What a connection's writer sends: a message, which the loop both ends share feeds to
+/// tungstenite, or an item of the end's own kind, which the end's writer sends itself
+/// ([`EndWriter`]: on the server a span of a file or a message under a reservation of the
+/// outgoing budget, on the client a masked data frame).
 pub(crate) enum Queued<T> {
     Message(Message),
-    Direct(T),
+    Own(T),
 }
 
-/// How a writer sends the direct items of its queue.
-pub(crate) trait SendDirect<S, T> {
-    /// Sends `item`, past `sink` (tungstenite's writing half) but after everything it took;
-    /// false when the connection broke, which ends the writer.
-    fn send(&mut self, sink: &mut S, item: T) -> impl Future<Output = bool> + Send;
+/// What one end adds to the writer loop both ends share: how it sends the items of its own kind.
+pub(crate) trait EndWriter<S, T> {
+    /// Sends `item` after everything `sink` (tungstenite's writing half) took: through it, or
+    /// past it into `socket`, the connection's TCP socket when it has one; false when the
+    /// connection broke, which ends the writer.
+    fn send(
+        &mut self,
+        sink: &mut S,
+        socket: Option<&DirectSocket>,
+        item: T,
+    ) -> impl Future<Output = bool> + Send;
 
     /// Everything sent so far has been flushed to the socket.
     fn flushed(&mut self) {}
@@ -42,11 +50,13 @@ pub(crate) trait SendDirect<S, T> {
 
 /// Writes queued items to `sink` until the queue closes, then closes the socket. Messages queued
 /// together go out in one flush, so many small responses under load cost one write instead of
-/// one each; a direct item goes out through `direct` after everything queued before it.
+/// one each; an item of the end's own kind goes out through `end` after everything queued
+/// before it, with `socket` to write into past tungstenite.
 pub(crate) async fn write_queued<S, T>(
     mut sink: S,
+    socket: Option<DirectSocket>,
     mut queue: mpsc::Receiver<Queued<T>>,
-    mut direct: impl SendDirect<S, T>,
+    mut end: impl EndWriter<S, T>,
 ) where
     S: Sink<Message> + Unpin,
 {
@@ -55,7 +65,7 @@ pub(crate) async fn write_queued<S, T>(
         while let Some(item) = next.take() {
             let sent = match item {
                 Queued::Message(message) => sink.feed(message).await.is_ok(),
-                Queued::Direct(item) => direct.send(&mut sink, item).await,
+                Queued::Own(item) => end.send(&mut sink, socket.as_ref(), item).await,
             };
             if !sent {
                 return;
@@ -65,7 +75,7 @@ pub(crate) async fn write_queued<S, T>(
         if sink.flush().await.is_err() {
             return;
         }
-        direct.flushed();
+        end.flushed();
     }
     let _ = sink.close().await;
 }
