@@ -256,7 +256,7 @@ async fn plan(
 }
 
 /// One walk of the directory at `base` below `top`, `levels` deep, asking for one entry more
-/// than `room` (to tell a tree over the bound). A walk a server cut to its message limit is
+/// than `room` (to tell a tree over the bound). A walk of the sandbox that stopped short is
 /// made again by listing; a directory the walk could not list fails the plan as its listing
 /// fails.
 async fn walk_once(
@@ -277,12 +277,16 @@ async fn walk_once(
     let dir = at(top, base);
     let open = |e: io::Error| side.failure("cannot open directory", top, base, &e);
     let mut walk = fs.walk(&dir, &options).await.map_err(open)?;
-    if walk.stopped && walk.entries.len() <= room {
+    // Short of the entries asked for, a walk stopped at the bytes of its names, or at a
+    // server's message limit: then it is made again by listing, which that limit does not cut.
+    // Never for a local tree, whose walk only the bytes stop and whose deepest directories a
+    // listing by path may not reach.
+    if walk.stopped && walk.entries.len() <= room && matches!(side, Side::Sandbox) {
         walk = walk_by_listing(fs, &dir, &options).await.map_err(open)?;
-        if walk.stopped && walk.entries.len() <= room {
-            let what = format!("the tree's names hold more than {WALK_BYTES_LIMIT} bytes");
-            return Err(side.too_large(top, base, &what, "at most that much"));
-        }
+    }
+    if walk.stopped && walk.entries.len() <= room {
+        let what = format!("the tree's names hold more than {WALK_BYTES_LIMIT} bytes");
+        return Err(side.too_large(top, base, &what, "at most that much"));
     }
     if let Some(error) = walk.errors.first() {
         let unlisted = base.join(&error.path);
