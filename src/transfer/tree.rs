@@ -18,8 +18,13 @@ use capfs::{
     WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, Walk, WalkEntry, WalkOptions,
 };
 
+use rustix::io::Errno;
+
 use crate::fail::{EXIT_FAILURE, Failure, reason};
 use crate::names::{escape, quote};
+
+/// Linux's bound on a path given to a system call, its terminating NUL included.
+const PATH_MAX: usize = 4_096;
 
 /// How large a tree a plan takes.
 #[derive(Clone, Copy)]
@@ -96,6 +101,19 @@ impl Side<'_> {
                 let err = io::Error::new(err.kind(), reason(err, &path.to_string()));
                 Failure::at("cannot read local directory", &self.show(top, rel), &err)
             }
+        }
+    }
+
+    /// On the local side, a file `put` could not open by its path though the walk reached it
+    /// through handles (a path of `PATH_MAX` bytes or more): the plan fails on it, before
+    /// anything is copied, instead of the copy midway.
+    fn openable(self, top: &AbsolutePathBuf, rel: &Path) -> Result<(), Failure> {
+        match self {
+            Side::Local(source) if source.join(rel).as_os_str().len() >= PATH_MAX => {
+                let err = io::Error::from_raw_os_error(Errno::NAMETOOLONG.raw_os_error());
+                Err(self.failure("cannot open", top, rel, &err))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -238,6 +256,7 @@ async fn plan(
                 });
                 next.push(child_rel);
             } else if entry.is_file {
+                side.openable(top, &child_rel)?;
                 let metadata = file_metadata(fs, &at(top, &child_rel), &entry)
                     .await
                     .map_err(|e| side.failure("cannot stat", top, &child_rel, &e))?;

@@ -122,7 +122,7 @@ fn build_long_named_tree(top: &Path, levels: usize, files: usize) {
 
 /// The walk's bounds hold for `put -r` as for `get -r`: a source deeper than 1,024 levels, or
 /// whose names hold more than 64 MiB, fails with a message naming the bound, and nothing of it
-/// is copied.
+/// is copied; so does one holding a path longer than the kernel takes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_r_of_a_source_past_a_bound_fails_before_anything_is_copied() {
     let env = Env::new().await;
@@ -152,6 +152,15 @@ async fn put_r_of_a_source_past_a_bound_fails_before_anything_is_copied() {
             long.display()
         )
     );
+    assert_eq!(names_in(&env.ws), Vec::<String>::new());
+
+    // A file the walk reaches but whose path no system call takes fails the plan too.
+    let far = env.local.join("far");
+    build_long_named_tree(&far, 20, 1);
+    let out = env.run(&["put", "-r", far.to_str().unwrap(), &env.ws("")]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.ends_with("': File name too long\n"), "{stderr}");
     assert_eq!(names_in(&env.ws), Vec::<String>::new());
 }
 
