@@ -7,7 +7,7 @@
 //! entries, the bytes of its names) fails the plan instead of being copied in part.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -197,8 +197,9 @@ async fn plan(
     limits: Limits,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Node>, Failure> {
-    // Each directory's entries as the walks found them, by the directory's relative path.
-    let mut children: HashMap<PathBuf, Vec<WalkEntry>> = HashMap::new();
+    // Each directory's entries as the walks found them, by the directory's relative path
+    // (its bytes: a `Path` hashes component by component).
+    let mut children: HashMap<OsString, Vec<WalkEntry>> = HashMap::new();
     let mut found = 1;
     let mut pending = vec![(PathBuf::new(), 0usize)];
     while let Some((base, depth)) = pending.pop() {
@@ -216,13 +217,18 @@ async fn plan(
         }
         found += walk.entries.len();
         for entry in walk.entries {
-            let rel = base.join(valid_rel(side, top, &base, &entry)?);
-            let at = rel.components().count() - base.components().count();
-            if entry.is_directory && at == levels && walk.truncated {
+            let below = valid_rel(side, top, &base, &entry)?;
+            let rel = base.join(below);
+            if entry.is_directory && walk.truncated && below.components().count() == levels {
                 pending.push((rel.clone(), depth + levels));
             }
-            let parent = rel.parent().map(Path::to_path_buf).unwrap_or_default();
-            children.entry(parent).or_default().push(entry);
+            let parent = rel.parent().unwrap_or(Path::new("")).as_os_str();
+            match children.get_mut(parent) {
+                Some(siblings) => siblings.push(entry),
+                None => {
+                    children.insert(parent.to_os_string(), vec![entry]);
+                }
+            }
         }
     }
     let mut nodes = vec![Node::Directory {
@@ -233,7 +239,7 @@ async fn plan(
     // the last directory listed first.
     let mut next = vec![PathBuf::new()];
     while let Some(rel) = next.pop() {
-        let mut entries = children.remove(&rel).unwrap_or_default();
+        let mut entries = children.remove(rel.as_os_str()).unwrap_or_default();
         entries.sort_by(|a, b| name_of(a).cmp(name_of(b)));
         for entry in entries {
             let child_rel = rel.join(name_of(&entry));
@@ -257,7 +263,7 @@ async fn plan(
                 next.push(child_rel);
             } else if entry.is_file {
                 side.openable(top, &child_rel)?;
-                let metadata = file_metadata(fs, &at(top, &child_rel), &entry)
+                let metadata = file_metadata(fs, top, &child_rel, &entry)
                     .await
                     .map_err(|e| side.failure("cannot stat", top, &child_rel, &e))?;
                 nodes.push(Node::File {
@@ -324,11 +330,12 @@ async fn walk_once(
 #[allow(clippy::field_reassign_with_default)]
 async fn file_metadata(
     fs: &dyn ExecutorFileSystem,
-    path: &AbsolutePathBuf,
+    top: &AbsolutePathBuf,
+    rel: &Path,
     entry: &WalkEntry,
 ) -> io::Result<FileMetadata> {
     let (Some(mode), Some(modified_at_ms)) = (entry.mode, entry.modified_at_ms) else {
-        return fs.get_metadata(path).await;
+        return fs.get_metadata(&at(top, rel)).await;
     };
     let mut metadata = FileMetadata::default();
     metadata.is_file = true;
@@ -376,12 +383,10 @@ fn valid_rel<'a>(
     ))
 }
 
-/// A name that is exactly one normal path component.
-fn is_plain_name(name: &std::ffi::OsStr) -> bool {
-    let mut components = Path::new(name).components();
-    matches!(components.next(), Some(std::path::Component::Normal(_)))
-        && components.next().is_none()
-        && !name.as_bytes().contains(&b'/')
+/// A name that is exactly one normal path component: not empty, `.` or `..`, without `/`.
+fn is_plain_name(name: &OsStr) -> bool {
+    let name = name.as_bytes();
+    !matches!(name, b"" | b"." | b"..") && !name.contains(&b'/')
 }
 
 pub(super) fn totals(nodes: &[Node]) -> (u64, u64) {
