@@ -22,7 +22,7 @@ mod local;
 mod tree;
 
 use local::{Announced, Direct, Sink, Source, permission_bits};
-use tree::{Node, local_tree, remote_tree, totals};
+use tree::{Node, local_tree, sandbox_tree, totals};
 
 use crate::args::TransferArgs;
 use crate::fail::{EXIT_BROKEN_PIPE, EXIT_FAILURE, Failure};
@@ -262,7 +262,7 @@ pub async fn get(
                     EXIT_FAILURE,
                 ));
             }
-            let nodes = remote_tree(fs, source, metadata.mode, &mut warnings).await?;
+            let nodes = sandbox_tree(fs, source, metadata.mode, &mut warnings).await?;
             plans.push((source, destination, metadata, Some(nodes)));
         } else {
             plans.push((source, destination, metadata, None));
@@ -356,8 +356,12 @@ pub async fn put(
     let mut plans = Vec::new();
     let mut warnings = Vec::new();
     for (source, destination) in sources {
-        let is_dir = source.as_os_str() != "-" && fs::metadata(source).is_ok_and(|m| m.is_dir());
-        if is_dir {
+        let directory = if source.as_os_str() == "-" {
+            None
+        } else {
+            fs::metadata(source).ok().filter(fs::Metadata::is_dir)
+        };
+        if let Some(directory) = directory {
             if !options.recursive {
                 return Err(Failure::plain(
                     format!(
@@ -367,11 +371,9 @@ pub async fn put(
                     EXIT_FAILURE,
                 ));
             }
-            plans.push((
-                source,
-                destination,
-                Some(local_tree(source, &mut warnings)?),
-            ));
+            let mode = directory.permissions().mode();
+            let nodes = local_tree(source, mode, &mut warnings).await?;
+            plans.push((source, destination, Some(nodes)));
         } else {
             plans.push((source, destination, None));
         }

@@ -1,28 +1,47 @@
-//! The trees `get -r` and `put -r` copy, planned before anything is written: parents before
-//! children, special files left out with a warning, a remote tree bounded in depth and size.
+//! The trees `get -r` and `put -r` copy, planned before anything is written and in one way for
+//! both: from walks of the source through the trait, carrying each entry's size, mode, time and
+//! link text. `get -r` walks the sandbox through the command's file system; `put -r` walks the
+//! local source through a `LocalFileSystem` whose one root, read-only, is the source directory,
+//! so that the local side gets the library's confined walk and its bounds. Parents come before
+//! children, special files are left out with a warning, and a tree past a bound (its depth, its
+//! entries, the bytes of its names) fails the plan instead of being copied in part.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::fs;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use capfs::defaults::walk_by_listing;
 use capfs::{
-    AbsolutePathBuf, ExecutorFileSystem, FileMetadata, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, Walk,
-    WalkEntry, WalkOptions,
+    AbsolutePathBuf, Access, ExecutorFileSystem, FileMetadata, LocalFileSystem, Sandbox,
+    WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT, Walk, WalkEntry, WalkOptions,
 };
 
-use crate::fail::{EXIT_FAILURE, Failure};
+use rustix::io::Errno;
+
+use crate::fail::{EXIT_FAILURE, Failure, reason};
 use crate::names::{escape, quote};
 
-/// Deepest tree `get -r` copies: deeper than anything a person copies, and far below the
-/// length at which local paths stop working.
-pub(super) const MAX_TREE_DEPTH: usize = 1_024;
-/// Most entries of a tree `get -r` plans (the plan holds each one's name and metadata).
-pub(super) const MAX_TREE_ENTRIES: usize = 1_000_000;
+/// Linux's bound on a path given to a system call, its terminating NUL included.
+const PATH_MAX: usize = 4_096;
+
+/// How large a tree a plan takes.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Deepest level copied.
+    depth: usize,
+    /// Most entries planned (the plan holds each one's name and metadata).
+    entries: usize,
+}
+
+/// The limits of every tree `get -r` and `put -r` copy: deeper than anything a person copies
+/// and far below the length at which local paths stop working; entries as many as one walk
+/// returns at most.
+const TREE_LIMITS: Limits = Limits {
+    depth: 1_024,
+    entries: 1_000_000,
+};
 
 /// An entry of a tree to copy, relative to the tree's top.
 pub(super) enum Node {
@@ -30,7 +49,8 @@ pub(super) enum Node {
         rel: PathBuf,
         mode: u32,
     },
-    /// `metadata`: the remote file's, as the plan saw it (local files are stat'ed when sent).
+    /// `metadata`: the file's, as the walk saw it (`put -r` stats each file again as it opens
+    /// it, for the mode and time the copy gets).
     File {
         rel: PathBuf,
         size: u64,
@@ -42,41 +62,173 @@ pub(super) enum Node {
     },
 }
 
-/// The sandbox tree under `top`, parents before children; specials are warned about and left
-/// out. It is planned from one walk of `top` carrying each entry's size, mode, time and link
-/// text: more only when the tree is deeper than one walk goes (a walk from each directory left
-/// at its depth) or its walk was cut to a server's message limit (walked again by listing).
-pub(super) async fn remote_tree(
+/// Which side of a transfer a tree is on: what the messages about it call its entries.
+#[derive(Clone, Copy)]
+enum Side<'a> {
+    /// In the sandbox (`get -r`): entries named by their sandbox paths.
+    Sandbox,
+    /// On the local disk (`put -r`): entries named under this path, the source as given.
+    Local(&'a Path),
+}
+
+impl Side<'_> {
+    fn command(self) -> &'static str {
+        match self {
+            Side::Sandbox => "get -r",
+            Side::Local(_) => "put -r",
+        }
+    }
+
+    /// The entry at `rel` below `top` as messages show it.
+    fn show(self, top: &AbsolutePathBuf, rel: &Path) -> String {
+        match self {
+            Side::Sandbox => at(top, rel).to_string(),
+            Side::Local(source) if rel.as_os_str().is_empty() => {
+                source.to_string_lossy().into_owned()
+            }
+            Side::Local(source) => source.join(rel).to_string_lossy().into_owned(),
+        }
+    }
+
+    /// A failure to read the entry at `rel`: in the sandbox `verb` and the path; on the local
+    /// side as every failure to read a local tree reads, the reason without the path of the
+    /// sandbox's root (which the person did not give).
+    fn failure(self, verb: &str, top: &AbsolutePathBuf, rel: &Path, err: &io::Error) -> Failure {
+        let path = at(top, rel);
+        match self {
+            Side::Sandbox => Failure::at_path(verb, &path, err),
+            Side::Local(_) => {
+                let err = io::Error::new(err.kind(), reason(err, &path.to_string()));
+                Failure::at("cannot read local directory", &self.show(top, rel), &err)
+            }
+        }
+    }
+
+    /// On the local side, a file `put` could not open by its path though the walk reached it
+    /// through handles (a path of `PATH_MAX` bytes or more): the plan fails on it, before
+    /// anything is copied, instead of the copy midway.
+    fn openable(self, top: &AbsolutePathBuf, rel: &Path) -> Result<(), Failure> {
+        match self {
+            Side::Local(source) if source.join(rel).as_os_str().len() >= PATH_MAX => {
+                let err = io::Error::from_raw_os_error(Errno::NAMETOOLONG.raw_os_error());
+                Err(self.failure("cannot open", top, rel, &err))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A tree past one of the plan's bounds: `what` it is, and that it is not copied.
+    fn too_large(self, top: &AbsolutePathBuf, rel: &Path, what: &str, copies: &str) -> Failure {
+        Failure::plain(
+            format!(
+                "{}: {what}; {} copies {copies}",
+                quote(&self.show(top, rel)),
+                self.command()
+            ),
+            EXIT_FAILURE,
+        )
+    }
+}
+
+fn at(top: &AbsolutePathBuf, rel: &Path) -> AbsolutePathBuf {
+    top.join(rel).expect("walked names hold no NUL")
+}
+
+/// The sandbox tree under `top`, a directory of mode `top_mode`, for `get -r`.
+pub(super) async fn sandbox_tree(
     fs: &dyn ExecutorFileSystem,
     top: &AbsolutePathBuf,
     top_mode: u32,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Node>, Failure> {
-    // Each directory's entries as the walks found them, by the directory's relative path.
-    let mut children: HashMap<PathBuf, Vec<WalkEntry>> = HashMap::new();
+    plan(fs, top, top_mode, Side::Sandbox, TREE_LIMITS, warnings).await
+}
+
+/// The local tree under `source`, a directory of mode `top_mode`, for `put -r`: planned as a
+/// sandbox tree is, on a file system whose one root is `source`.
+pub(super) async fn local_tree(
+    source: &Path,
+    top_mode: u32,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Node>, Failure> {
+    let (fs, top) = open_local(source)?;
+    plan(
+        &fs,
+        &top,
+        top_mode,
+        Side::Local(source),
+        TREE_LIMITS,
+        warnings,
+    )
+    .await
+}
+
+/// A file system whose one root, read-only, is the directory `source`, and that root's path.
+/// The root is the directory `source` names, through any symlink in its path, as `cp -r`
+/// copies a directory named through a link.
+fn open_local(source: &Path) -> Result<(LocalFileSystem, AbsolutePathBuf), Failure> {
+    let shown = source.to_string_lossy();
+    let fail = |e: &io::Error| Failure::at("cannot read local directory", &shown, e);
+    // Resolved here, so that the sandbox's errors, which name the resolved path, can name
+    // the source as given instead.
+    let resolved = std::fs::canonicalize(source).map_err(|e| fail(&e))?;
+    let sandbox = Sandbox::new()
+        .with_root(&resolved, Access::ReadOnly)
+        .map_err(|e| {
+            fail(&io::Error::new(
+                e.kind(),
+                reason(&e, &resolved.to_string_lossy()),
+            ))
+        })?;
+    let fs = LocalFileSystem::new(sandbox);
+    let top = fs.sandbox().roots()[0].path().clone();
+    Ok((fs, top))
+}
+
+/// The tree under `top` on `fs`, parents before children; specials are warned about and left
+/// out. It is planned from one walk of `top`: more only when the tree is deeper than one walk
+/// goes (a walk from each directory left at its depth) or its walk was cut to a server's
+/// message limit (walked again by listing).
+async fn plan(
+    fs: &dyn ExecutorFileSystem,
+    top: &AbsolutePathBuf,
+    top_mode: u32,
+    side: Side<'_>,
+    limits: Limits,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Node>, Failure> {
+    // Each directory's entries as the walks found them, by the directory's relative path
+    // (its bytes: a `Path` hashes component by component).
+    let mut children: HashMap<OsString, Vec<WalkEntry>> = HashMap::new();
     let mut found = 1;
     let mut pending = vec![(PathBuf::new(), 0usize)];
     while let Some((base, depth)) = pending.pop() {
-        let dir = top.join(&base).expect("relative names hold no NUL");
         // A server can list a tree without end: the plan is bounded before it is used.
-        if depth >= MAX_TREE_DEPTH {
-            return Err(too_deep(top));
+        if depth >= limits.depth {
+            let what = format!("the tree is more than {} levels deep", limits.depth);
+            return Err(side.too_large(top, Path::new(""), &what, "no deeper"));
         }
-        let levels = (MAX_TREE_DEPTH - depth).min(WALK_DEPTH_LIMIT);
-        let room = MAX_TREE_ENTRIES - found;
-        let walk = walk_once(fs, &dir, levels, room).await?;
+        let levels = (limits.depth - depth).min(WALK_DEPTH_LIMIT);
+        let room = limits.entries - found;
+        let walk = walk_once(fs, top, &base, side, levels, room).await?;
         if walk.entries.len() > room {
-            return Err(too_many(top));
+            let what = format!("the tree holds more than {} entries", limits.entries);
+            return Err(side.too_large(top, Path::new(""), &what, "at most that many"));
         }
         found += walk.entries.len();
         for entry in walk.entries {
-            let rel = base.join(valid_rel(&dir, &entry)?);
-            let at = rel.components().count() - base.components().count();
-            if entry.is_directory && at == levels && walk.truncated {
+            let below = valid_rel(side, top, &base, &entry)?;
+            let rel = base.join(below);
+            if entry.is_directory && walk.truncated && below.components().count() == levels {
                 pending.push((rel.clone(), depth + levels));
             }
-            let parent = rel.parent().map(Path::to_path_buf).unwrap_or_default();
-            children.entry(parent).or_default().push(entry);
+            let parent = rel.parent().unwrap_or(Path::new("")).as_os_str();
+            match children.get_mut(parent) {
+                Some(siblings) => siblings.push(entry),
+                None => {
+                    children.insert(parent.to_os_string(), vec![entry]);
+                }
+            }
         }
     }
     let mut nodes = vec![Node::Directory {
@@ -87,18 +239,17 @@ pub(super) async fn remote_tree(
     // the last directory listed first.
     let mut next = vec![PathBuf::new()];
     while let Some(rel) = next.pop() {
-        let mut entries = children.remove(&rel).unwrap_or_default();
+        let mut entries = children.remove(rel.as_os_str()).unwrap_or_default();
         entries.sort_by(|a, b| name_of(a).cmp(name_of(b)));
         for entry in entries {
             let child_rel = rel.join(name_of(&entry));
-            let child = top.join(&child_rel).expect("listed names hold no NUL");
             if entry.is_symlink {
                 let target = match entry.link_target {
                     Some(target) => target,
                     None => fs
-                        .read_link(&child)
+                        .read_link(&at(top, &child_rel))
                         .await
-                        .map_err(|e| Failure::at_path("cannot read link", &child, &e))?,
+                        .map_err(|e| side.failure("cannot read link", top, &child_rel, &e))?,
                 };
                 nodes.push(Node::Symlink {
                     rel: child_rel,
@@ -111,29 +262,33 @@ pub(super) async fn remote_tree(
                 });
                 next.push(child_rel);
             } else if entry.is_file {
-                let metadata = file_metadata(fs, &child, &entry).await?;
+                side.openable(top, &child_rel)?;
+                let metadata = file_metadata(fs, top, &child_rel, &entry)
+                    .await
+                    .map_err(|e| side.failure("cannot stat", top, &child_rel, &e))?;
                 nodes.push(Node::File {
                     rel: child_rel,
                     size: metadata.size,
                     metadata: Some(metadata),
                 });
             } else {
-                warnings.push(format!(
-                    "skipping special file {}",
-                    quote(&child.to_string())
-                ));
+                let shown = side.show(top, &child_rel);
+                warnings.push(format!("skipping special file {}", quote(&shown)));
             }
         }
     }
     Ok(nodes)
 }
 
-/// One walk of `dir`, `levels` deep, asking for one entry more than `room` (to tell a tree
-/// over the bound). A walk a server cut to its message limit is made again by listing; a
-/// directory the walk could not list fails the plan as its listing fails.
+/// One walk of the directory at `base` below `top`, `levels` deep, asking for one entry more
+/// than `room` (to tell a tree over the bound). A walk of the sandbox that stopped short is
+/// made again by listing; a directory the walk could not list fails the plan as its listing
+/// fails.
 async fn walk_once(
     fs: &dyn ExecutorFileSystem,
-    dir: &AbsolutePathBuf,
+    top: &AbsolutePathBuf,
+    base: &Path,
+    side: Side<'_>,
     levels: usize,
     room: usize,
 ) -> Result<Walk, Failure> {
@@ -144,29 +299,28 @@ async fn walk_once(
         .with_metadata(true)
         .with_link_targets(true)
         .with_raw_names(true);
-    let open = |e: io::Error| Failure::at_path("cannot open directory", dir, &e);
-    let mut walk = fs.walk(dir, &options).await.map_err(open)?;
+    let dir = at(top, base);
+    let open = |e: io::Error| side.failure("cannot open directory", top, base, &e);
+    let mut walk = fs.walk(&dir, &options).await.map_err(open)?;
+    // Short of the entries asked for, a walk stopped at the bytes of its names, or at a
+    // server's message limit: then it is made again by listing, which that limit does not cut.
+    // Never for a local tree, whose walk only the bytes stop and whose deepest directories a
+    // listing by path may not reach.
+    if walk.stopped && walk.entries.len() <= room && matches!(side, Side::Sandbox) {
+        walk = walk_by_listing(fs, &dir, &options).await.map_err(open)?;
+    }
     if walk.stopped && walk.entries.len() <= room {
-        walk = walk_by_listing(fs, dir, &options).await.map_err(open)?;
-        if walk.stopped && walk.entries.len() <= room {
-            return Err(Failure::plain(
-                format!(
-                    "{}: the tree's names hold more than {WALK_BYTES_LIMIT} bytes; get -r \
-                     copies at most that much",
-                    quote(&dir.to_string())
-                ),
-                EXIT_FAILURE,
-            ));
-        }
+        let what = format!("the tree's names hold more than {WALK_BYTES_LIMIT} bytes");
+        return Err(side.too_large(top, base, &what, "at most that much"));
     }
     if let Some(error) = walk.errors.first() {
-        let unlisted = dir.join(&error.path).expect("walked names hold no NUL");
+        let unlisted = base.join(&error.path);
         // The listing's own error, for its kind (and so the exit status) and its wording.
-        let err = match fs.read_directory(&unlisted).await {
+        let err = match fs.read_directory(&at(top, &unlisted)).await {
             Err(e) => e,
             Ok(_) => io::Error::other(error.message.clone()),
         };
-        return Err(Failure::at_path("cannot open directory", &unlisted, &err));
+        return Err(side.failure("cannot open directory", top, &unlisted, &err));
     }
     Ok(walk)
 }
@@ -176,14 +330,12 @@ async fn walk_once(
 #[allow(clippy::field_reassign_with_default)]
 async fn file_metadata(
     fs: &dyn ExecutorFileSystem,
-    path: &AbsolutePathBuf,
+    top: &AbsolutePathBuf,
+    rel: &Path,
     entry: &WalkEntry,
-) -> Result<FileMetadata, Failure> {
+) -> io::Result<FileMetadata> {
     let (Some(mode), Some(modified_at_ms)) = (entry.mode, entry.modified_at_ms) else {
-        return fs
-            .get_metadata(path)
-            .await
-            .map_err(|e| Failure::at_path("cannot stat", path, &e));
+        return fs.get_metadata(&at(top, rel)).await;
     };
     let mut metadata = FileMetadata::default();
     metadata.is_file = true;
@@ -202,9 +354,15 @@ fn name_of(entry: &WalkEntry) -> &OsStr {
     }
 }
 
-/// A walk entry's exact path below `dir`, when each of its names is one plain component:
-/// anything else (a broken or hostile server's `..`) would land outside the destination.
-fn valid_rel<'a>(dir: &AbsolutePathBuf, entry: &'a WalkEntry) -> Result<&'a Path, Failure> {
+/// A walk entry's exact path below the walked directory `base`, when each of its names is one
+/// plain component: anything else (a broken or hostile server's `..`) would land outside the
+/// destination.
+fn valid_rel<'a>(
+    side: Side<'_>,
+    top: &AbsolutePathBuf,
+    base: &Path,
+    entry: &'a WalkEntry,
+) -> Result<&'a Path, Failure> {
     let (rel, valid) = match &entry.raw_path {
         Some(raw) => (raw.as_path(), raw.iter().all(is_plain_name)),
         None => {
@@ -218,90 +376,17 @@ fn valid_rel<'a>(dir: &AbsolutePathBuf, entry: &'a WalkEntry) -> Result<&'a Path
     Err(Failure::plain(
         format!(
             "{}: the server listed an invalid name {}",
-            quote(&dir.to_string()),
+            quote(&side.show(top, base)),
             escape(rel.as_os_str().as_bytes())
         ),
         EXIT_FAILURE,
     ))
 }
 
-fn too_deep(top: &AbsolutePathBuf) -> Failure {
-    Failure::plain(
-        format!(
-            "{}: the tree is more than {MAX_TREE_DEPTH} levels deep; get -r copies no deeper",
-            quote(&top.to_string())
-        ),
-        EXIT_FAILURE,
-    )
-}
-
-fn too_many(top: &AbsolutePathBuf) -> Failure {
-    Failure::plain(
-        format!(
-            "{}: the tree holds more than {MAX_TREE_ENTRIES} entries; get -r copies at most \
-             that many",
-            quote(&top.to_string())
-        ),
-        EXIT_FAILURE,
-    )
-}
-
-/// The local tree under `top`, parents before children; specials are warned about and left out.
-pub(super) fn local_tree(top: &Path, warnings: &mut Vec<String>) -> Result<Vec<Node>, Failure> {
-    let shown = |p: &Path| p.to_string_lossy().into_owned();
-    let fail = |p: &Path, e: io::Error| Failure::at("cannot read local directory", &shown(p), &e);
-    let top_mode = fs::metadata(top)
-        .map_err(|e| fail(top, e))?
-        .permissions()
-        .mode();
-    let mut nodes = vec![Node::Directory {
-        rel: PathBuf::new(),
-        mode: top_mode,
-    }];
-    let mut pending = vec![PathBuf::new()];
-    while let Some(rel) = pending.pop() {
-        let dir = top.join(&rel);
-        let mut entries: Vec<fs::DirEntry> = fs::read_dir(&dir)
-            .and_then(|it| it.collect::<io::Result<_>>())
-            .map_err(|e| fail(&dir, e))?;
-        entries.sort_by_key(fs::DirEntry::file_name);
-        for entry in entries {
-            let child_rel = rel.join(entry.file_name());
-            let path = entry.path();
-            let metadata = fs::symlink_metadata(&path).map_err(|e| fail(&path, e))?;
-            let t = metadata.file_type();
-            if t.is_symlink() {
-                let target = fs::read_link(&path).map_err(|e| fail(&path, e))?;
-                nodes.push(Node::Symlink {
-                    rel: child_rel,
-                    target,
-                });
-            } else if t.is_dir() {
-                nodes.push(Node::Directory {
-                    rel: child_rel.clone(),
-                    mode: metadata.permissions().mode(),
-                });
-                pending.push(child_rel);
-            } else if t.is_file() {
-                nodes.push(Node::File {
-                    rel: child_rel,
-                    size: metadata.len(),
-                    metadata: None,
-                });
-            } else {
-                warnings.push(format!("skipping special file {}", quote(&shown(&path))));
-            }
-        }
-    }
-    Ok(nodes)
-}
-
-/// A name that is exactly one normal path component.
-pub(super) fn is_plain_name(name: &std::ffi::OsStr) -> bool {
-    let mut components = Path::new(name).components();
-    matches!(components.next(), Some(std::path::Component::Normal(_)))
-        && components.next().is_none()
-        && !name.as_bytes().contains(&b'/')
+/// A name that is exactly one normal path component: not empty, `.` or `..`, without `/`.
+fn is_plain_name(name: &OsStr) -> bool {
+    let name = name.as_bytes();
+    !matches!(name, b"" | b"." | b"..") && !name.contains(&b'/')
 }
 
 pub(super) fn totals(nodes: &[Node]) -> (u64, u64) {
@@ -312,3 +397,6 @@ pub(super) fn totals(nodes: &[Node]) -> (u64, u64) {
             _ => (files, bytes),
         })
 }
+
+#[cfg(test)]
+mod tests;

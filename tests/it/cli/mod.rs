@@ -14,6 +14,7 @@ use crate::serve::{ServerProcess, WAIT};
 mod commands;
 mod connecting;
 mod mcp_server;
+mod put_sources;
 mod transfer;
 mod trees;
 
