@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capfs::process::{
-    ExecutorProcesses, LocalProcesses, Network, ProcessEvent, ProcessExit, ProcessPolicy,
-    ProcessRequest, StartedProcess,
+    ExecutorProcesses, LocalProcesses, Network, OutputStream, ProcessEvent, ProcessExit,
+    ProcessPolicy, ProcessRequest, StartedProcess,
 };
 use capfs::{AbsolutePathBuf, Access, Sandbox};
 
@@ -71,16 +71,24 @@ pub(crate) fn shell(shell: &str, command: &str, cwd: &Path) -> ProcessRequest {
     request
 }
 
-/// What a process wrote (both outputs, in arrival order) and how it ended.
+/// What a process wrote (both outputs, in arrival order, and each on its own) and how it
+/// ended.
 #[derive(Debug)]
 pub(crate) struct Finished {
     pub output: Vec<u8>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
     pub exit: ProcessExit,
 }
 
 impl Finished {
+    /// Standard output, then standard error: each whole, so that a line of one is never split
+    /// by the other. Arrival order across the two pipes is the reader's, not the writer's: under
+    /// load, `cat: ` of an error can arrive before a line printed earlier on the other stream.
     pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.output).into_owned()
+        let mut text = String::from_utf8_lossy(&self.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&self.stderr));
+        text
     }
 }
 
@@ -91,7 +99,7 @@ pub(crate) async fn finish(
     mut on_output: impl FnMut(&[u8]) -> bool,
 ) -> io::Result<Finished> {
     let deadline = Instant::now() + CLOSE_DEADLINE;
-    let mut output = Vec::new();
+    let (mut output, mut stdout, mut stderr) = (Vec::new(), Vec::new(), Vec::new());
     let mut exit = None;
     let mut acted = false;
     loop {
@@ -100,9 +108,13 @@ pub(crate) async fn finish(
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the process did not close"))?;
         match event {
-            Some(ProcessEvent::Output { bytes, .. }) => {
+            Some(ProcessEvent::Output { stream, bytes, .. }) => {
                 assert!(!bytes.is_empty() && bytes.len() <= 64 * 1024);
                 output.extend_from_slice(&bytes);
+                match stream {
+                    OutputStream::Stderr => stderr.extend_from_slice(&bytes),
+                    _ => stdout.extend_from_slice(&bytes),
+                }
                 if !acted && on_output(&output) {
                     acted = true;
                     started.control.terminate().await?;
@@ -115,7 +127,12 @@ pub(crate) async fn finish(
             Some(ProcessEvent::Closed) => {
                 let exit = exit.expect("Closed before Exited");
                 assert!(started.events.recv().await.is_none(), "events after Closed");
-                return Ok(Finished { output, exit });
+                return Ok(Finished {
+                    output,
+                    stdout,
+                    stderr,
+                    exit,
+                });
             }
             None => panic!("the events ended without Closed"),
             Some(other) => panic!("an event this test does not know: {other:?}"),
