@@ -92,9 +92,9 @@ async fn a_hostile_peer_cannot_make_long_lines_or_hide_a_links_target() {
     assert_eq!(by_method("capfs/walk")["paths"], json!([walked]));
 }
 
-/// A writer the test reads back.
+/// An audit log's writer whose lines a test reads back.
 #[derive(Clone, Default)]
-struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Lines {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -107,7 +107,7 @@ impl std::io::Write for Lines {
 }
 
 impl Lines {
-    fn values(&self) -> Vec<Value> {
+    pub(crate) fn values(&self) -> Vec<Value> {
         let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap())

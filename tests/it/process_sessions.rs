@@ -3,7 +3,7 @@
 //! sandbox policy narrows a process's roots; the environment never carries the server's; the
 //! audit log records every start and end.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -279,23 +279,10 @@ async fn the_environment_never_carries_the_servers_own() {
     assert_eq!(value("HOME"), env.ws.to_string());
 }
 
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn every_start_and_end_has_an_audit_line() {
     let env = env(false).await;
-    let lines = Lines::default();
+    let lines = crate::audit_lines::Lines::default();
     let config = ServerConfig::default().with_audit(Some(AuditLog::to_writer(lines.clone())));
     let (server, _processes) = serve(&env, config).await;
     let mut peer = Peer::ready(&server.url).await;
@@ -306,12 +293,7 @@ async fn every_start_and_end_has_an_audit_line() {
         .request("process/start", start(&env, "b", &["/no/such"]))
         .await;
     assert_eq!(error_of(&missing).1, Some("NotFound"), "{missing}");
-    let parsed = || -> Vec<Value> {
-        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
+    let parsed = || lines.values();
     eventually("the exit line", || {
         parsed().iter().any(|l| l["method"] == "process/exited")
     })

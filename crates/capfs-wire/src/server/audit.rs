@@ -149,27 +149,7 @@ mod tests {
     /// Every call an audited file system names, it names by a method this server answers.
     #[test]
     fn every_operation_is_named_by_a_served_method() {
-        use Operation::*;
-        let operations = [
-            ReadFile,
-            ReadFileTo,
-            ReadFileRange,
-            OpenForTransfer,
-            OpenFile,
-            WriteFile,
-            WriteFileFrom,
-            CreateDirectory,
-            GetMetadata,
-            ReadDirectory,
-            Remove,
-            Copy,
-            Rename,
-            ReadLink,
-            CreateSymlink,
-            Narrowed,
-            Walk,
-        ];
-        for operation in operations {
+        for operation in Operation::ALL {
             let name = method_of(operation);
             assert!(
                 super::super::method_names().any(|m| m == name),

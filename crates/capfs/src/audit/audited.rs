@@ -55,6 +55,27 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Every operation, in the trait's order.
+    pub const ALL: [Operation; 17] = [
+        Self::ReadFile,
+        Self::ReadFileTo,
+        Self::ReadFileRange,
+        Self::OpenForTransfer,
+        Self::OpenFile,
+        Self::WriteFile,
+        Self::WriteFileFrom,
+        Self::CreateDirectory,
+        Self::GetMetadata,
+        Self::ReadDirectory,
+        Self::Remove,
+        Self::Copy,
+        Self::Rename,
+        Self::ReadLink,
+        Self::CreateSymlink,
+        Self::Narrowed,
+        Self::Walk,
+    ];
+
     /// The trait method's name (`read_file`): what a line names the call by unless
     /// [`Audited::with_names`] says otherwise.
     pub fn name(self) -> &'static str {
