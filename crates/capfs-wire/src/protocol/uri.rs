@@ -1,16 +1,16 @@
 //! `file:` URIs, the form the current codex exec-server protocol gives every path in, beside the
 //! plain absolute paths of the earlier protocol generation.
 //!
-//! A request may name its paths either way; the server answers in the form the request used
-//! ([`PathForm`]). Only the `file` scheme is accepted, with an empty authority or `localhost`;
-//! the path is percent-decoded byte for byte (a name need not be UTF-8) and then parsed like any
-//! plain path, through [`AbsolutePathBuf`]: absolute, normalised, no NUL.
+//! A request may name its paths either way (each read as a [`WirePath`](super::WirePath)); the
+//! server answers in the form the request used ([`PathForm`]). Only the `file` scheme is
+//! accepted, with an empty authority or `localhost`; the path is percent-decoded byte for byte
+//! (a name need not be UTF-8) and then parsed like any plain path, through [`AbsolutePathBuf`]:
+//! absolute, normalised, no NUL.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, percent_encode};
-use serde_json::Value;
 
 use super::{ErrorObject, INVALID_PARAMS};
 use capfs::AbsolutePathBuf;
@@ -44,11 +44,6 @@ const PATH_ESCAPES: &AsciiSet = &CONTROLS
     .add(b'{')
     .add(b'|')
     .add(b'}');
-
-/// The members of fs params that hold one path.
-const PATH_MEMBERS: &[&str] = &["path", "sourcePath", "destinationPath", "present"];
-/// The members of fs params that hold a list of paths.
-const PATH_LIST_MEMBERS: &[&str] = &["missing"];
 
 fn invalid(message: String) -> ErrorObject {
     ErrorObject {
@@ -112,45 +107,6 @@ pub fn spell(path: &AbsolutePathBuf, form: PathForm) -> String {
     }
 }
 
-/// Rewrites every `file:` URI among the path members of `params` into its plain path, so the
-/// params parse into the same types whichever form they came in, and says which form they used.
-/// A path member that is neither a string nor a URI is left for the params' own parsing to
-/// refuse.
-///
-/// # Errors
-///
-/// As [`path_of_uri`], for the first URI that is not valid.
-pub fn plain_params(params: &mut Option<Value>) -> Result<PathForm, ErrorObject> {
-    let Some(Value::Object(object)) = params else {
-        return Ok(PathForm::Plain);
-    };
-    let mut form = PathForm::Plain;
-    let mut rewrite = |value: &mut Value| -> Result<(), ErrorObject> {
-        if let Value::String(text) = value
-            && !text.starts_with('/')
-            && text.contains(':')
-        {
-            let path = path_of_uri(text)?;
-            *text = path.to_string();
-            form = PathForm::Uri;
-        }
-        Ok(())
-    };
-    for member in PATH_MEMBERS {
-        if let Some(value) = object.get_mut(*member) {
-            rewrite(value)?;
-        }
-    }
-    for member in PATH_LIST_MEMBERS {
-        if let Some(Value::Array(values)) = object.get_mut(*member) {
-            for value in values {
-                rewrite(value)?;
-            }
-        }
-    }
-    Ok(form)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,32 +167,5 @@ mod tests {
             "{uri}"
         );
         assert_eq!(path_of_uri(&uri).unwrap(), original);
-    }
-
-    #[test]
-    fn params_are_rewritten_and_their_form_reported() {
-        let mut params = Some(serde_json::json!({
-            "sourcePath": "file:///ws/a",
-            "destinationPath": "file://localhost/ws/b",
-            "missing": ["file:///ws/c", "/ws/d"],
-            "sandbox": {"cwd": "file:///ws"},
-        }));
-        assert_eq!(plain_params(&mut params).unwrap(), PathForm::Uri);
-        let params = params.unwrap();
-        assert_eq!(params["sourcePath"], "/ws/a");
-        assert_eq!(params["destinationPath"], "/ws/b");
-        assert_eq!(params["missing"], serde_json::json!(["/ws/c", "/ws/d"]));
-        // Only path members are paths: the sandbox context is read by its own parser.
-        assert_eq!(params["sandbox"]["cwd"], "file:///ws");
-
-        let mut plain = Some(serde_json::json!({"path": "/ws/a"}));
-        assert_eq!(plain_params(&mut plain).unwrap(), PathForm::Plain);
-        assert_eq!(plain.unwrap()["path"], "/ws/a");
-
-        let mut bad = Some(serde_json::json!({"path": "ftp://x/a"}));
-        assert!(plain_params(&mut bad).is_err());
-        // A relative path is not a URI: the params' parser refuses it as before.
-        let mut relative = Some(serde_json::json!({"path": "a/b"}));
-        assert_eq!(plain_params(&mut relative).unwrap(), PathForm::Plain);
     }
 }
