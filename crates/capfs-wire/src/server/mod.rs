@@ -46,6 +46,9 @@ mod threads;
 mod work;
 
 pub use audit::{HANDSHAKE_METHOD, audited};
+/// The log [`ServerConfig::with_audit`] writes to: the library's, named here too so that a
+/// server's caller finds it beside the config.
+pub use capfs::audit::AuditLog;
 pub use byte_stream::{serve_byte_stream, serve_stdio};
 pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
