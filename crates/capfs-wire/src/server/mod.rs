@@ -46,10 +46,10 @@ mod threads;
 mod work;
 
 pub use audit::{HANDSHAKE_METHOD, audited};
+pub use byte_stream::{serve_byte_stream, serve_stdio};
 /// The log [`ServerConfig::with_audit`] writes to: the library's, named here too so that a
 /// server's caller finds it beside the config.
 pub use capfs::audit::AuditLog;
-pub use byte_stream::{serve_byte_stream, serve_stdio};
 pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,

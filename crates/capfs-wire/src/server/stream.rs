@@ -40,7 +40,7 @@ use super::outgoing::SpanQueue;
 use super::params::{RawParams, check_policy, decode_noting};
 use super::payload::{Payload, invalid_input};
 use super::reply;
-use super::work::{RequestSlots, StreamWork};
+use super::work::{RequestSlots, StreamWork, WorkPermit};
 use crate::error::{stream_aborted, stream_cut, stream_idle};
 use crate::protocol::{
     ErrorObject, INVALID_PARAMS, ReadStreamParams, RequestId, StreamResponse, WriteStreamParams,
@@ -90,10 +90,14 @@ pub(crate) fn start_read(
         let params = decode_noting::<ReadStreamParams>(raw_params.as_deref(), log.paths.as_mut());
         let reply = match params {
             Err(error) => Err(error),
-            Ok(p) => match check_policy(&*ctx.fs, &p).await {
-                Err(error) => Err(error),
-                Ok(()) => stream_reply(read(&ctx, &p).await),
-            },
+            Ok(p) => {
+                // The policy looks at the file system too: under a work permit, as the read.
+                let held = ctx.work.clone().acquire().await;
+                match check_policy(&*ctx.fs, &p).await {
+                    Err(error) => Err(error),
+                    Ok(()) => stream_reply(read(&ctx, &p, held).await),
+                }
+            }
         };
         log.finish(&Payload::for_log(&reply), 0);
         reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
@@ -102,9 +106,9 @@ pub(crate) fn start_read(
 }
 
 /// Sends `p`'s file as data frames: through the connection's writer when the backend hands it
-/// over as a descriptor, through the backend's `read_file_to` otherwise.
-async fn read(ctx: &StreamContext, p: &ReadStreamParams) -> io::Result<u64> {
-    let held = ctx.work.clone().acquire().await;
+/// over as a descriptor, through the backend's `read_file_to` otherwise. `held` is the work
+/// permit it opens the file under.
+async fn read(ctx: &StreamContext, p: &ReadStreamParams, held: WorkPermit) -> io::Result<u64> {
     if let Some(max) = p.max_bytes {
         too_large_before(&*ctx.fs, &p.path, max).await?;
     }
@@ -206,16 +210,16 @@ pub(crate) fn start_write(
         .with_modified_at_ms(p.modified_at_ms);
     let log = log.clone();
     tokio::spawn(async move {
+        let held = ctx.work.clone().acquire().await;
         // A write the request's policy refuses takes none of its frames: they are dropped as
         // they arrive, as those of a write that failed.
         if let Err(error) = check_policy(&*ctx.fs, &p).await {
-            drop(rx);
+            drop((rx, held));
             log.finish(&Err(error.clone()), 0);
             reply::send(&ctx.out, &mut ctx.reply_budget(), id, Err(error)).await;
             drop(in_flight);
             return;
         }
-        let held = ctx.work.clone().acquire().await;
         let mut reader = ChunkReader {
             chunks: rx,
             current: Bytes::new(),
