@@ -105,8 +105,22 @@ impl Serialize for WirePath {
 
 impl<'de> Deserialize<'de> for WirePath {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = Cow::<'de, str>::deserialize(deserializer)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
+        deserializer.deserialize_str(Text)
+    }
+}
+
+/// Reads a path member where it stands in the message, without a `String` of it first.
+struct Text;
+
+impl serde::de::Visitor<'_> for Text {
+    type Value = WirePath;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<WirePath, E> {
+        WirePath::parse(text).map_err(E::custom)
     }
 }
 

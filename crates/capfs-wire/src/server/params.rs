@@ -251,6 +251,18 @@ mod tests {
                 .map_err(|e| e.message);
             assert_eq!(from_value, from_text, "{case}");
         }
+        // What decoding into `AbsolutePathBuf` said of a path that is not text, and of a
+        // relative one.
+        let number = decode::<PathParams>(Some(&raw(&json!({"path": 7})))).unwrap_err();
+        assert_eq!(
+            number.message,
+            "invalid params: invalid type: integer `7`, expected a string"
+        );
+        let relative = decode::<PathParams>(Some(&raw(&json!({"path": "a/b"})))).unwrap_err();
+        assert_eq!(
+            relative.message,
+            "invalid params: a/b: path is not absolute"
+        );
         let absent = decode::<PathParams>(None).unwrap_err();
         assert_eq!(
             absent.message,
