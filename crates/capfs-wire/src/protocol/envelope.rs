@@ -169,12 +169,17 @@ impl Incoming {
     /// params are only checked to be JSON.
     pub(crate) fn from_slice(bytes: &[u8]) -> serde_json::Result<Self> {
         // A request is read member by member without a `Value` of the whole; anything else is
-        // rare (one `initialized` per connection) and read the general way.
-        if let Ok(Members::Object {
-            id: Some(id),
-            method: Some(method),
-            params,
-        }) = serde_json::from_slice::<Members>(bytes)
+        // rare (one `initialized` per connection) and read the general way. Members nobody
+        // reads are only skipped by that reading, and skipping is laxer than decoding (bytes
+        // that are not UTF-8, lone surrogates, numbers out of range), so the message is first
+        // checked as decoding checks it, building nothing: what the general way refuses is
+        // refused here too, with its message.
+        if serde_json::from_slice::<Checked>(bytes).is_ok()
+            && let Ok(Members::Object {
+                id: Some(id),
+                method: Some(method),
+                params,
+            }) = serde_json::from_slice::<Members>(bytes)
             && let (Ok(id), Ok(method)) = (RequestId::deserialize(id), String::deserialize(method))
         {
             return Ok(Incoming::Request { id, method, params });
@@ -190,6 +195,60 @@ impl Incoming {
             Message::Notification(n) => Incoming::Notification { method: n.method },
             Message::Response(_) | Message::Error(_) => Incoming::Reply,
         })
+    }
+}
+
+/// A JSON text read as a `Value` would be, every string and number decoded and checked, with
+/// nothing kept.
+struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_entry::<Checked, Checked>()?.is_some() {}
+        Ok(Checked)
     }
 }
 
@@ -300,6 +359,16 @@ mod tests {
             br#"{"id":1,"method":"m","params":{"a":"\q"}}"#,
             br#"{"id":1,"method":"m"} trailing"#,
             b"",
+            // Laxer to skip than to decode: bytes that are not UTF-8, lone surrogates and
+            // numbers out of range, where nothing reads them.
+            b"{\"id\":1,\"method\":\"fs/readFile\",\"pasams\":{\"path\":\"/a\x89txt\"}}",
+            b"{\"id\":1,\"method\":\"m\",\"params\":{\"x\":\"\xff\"}}",
+            br#"{"id":1,"method":"m","other":"\ud800"}"#,
+            br#"{"id":1,"method":"m","params":{"x":"\udc00"}}"#,
+            br#"{"id":1,"method":"m","params":{"x":"\ud800\u0041"}}"#,
+            br#"{"id":1,"method":"m","other":1e400}"#,
+            br#"{"id":1,"method":"m","params":[-1e400]}"#,
+            br#"{"id":1,"method":"m","params":{"x":"\uZZZZ"}}"#,
         ];
         for bytes in cases {
             let shown = String::from_utf8_lossy(bytes);
