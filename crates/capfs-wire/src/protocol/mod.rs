@@ -13,6 +13,7 @@ mod error_data;
 mod file_params;
 mod frames;
 mod handshake;
+mod incoming;
 mod methods;
 mod narrow;
 mod walk;
@@ -22,7 +23,6 @@ pub mod codex;
 pub mod process;
 pub mod uri;
 
-pub(crate) use envelope::Incoming;
 pub use envelope::{
     DUPLICATE_INITIALIZE_MESSAGE, ErrorObject, ErrorResponse, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, MALFORMED_MESSAGE_PREFIX, METHOD_NOT_FOUND, Message, NOT_INITIALIZED_MESSAGE,
@@ -42,6 +42,7 @@ pub use frames::{
 pub use handshake::{
     InitializeParams, InitializeResponse, RootAccess, RootDescription, ServerCapabilities,
 };
+pub(crate) use incoming::{Incoming, RequestParams};
 pub use methods::*;
 pub use narrow::{NarrowRootsParams, NarrowRootsResponse, NarrowedRoot, ReadRangeParams};
 pub use walk::{WalkEntryWire, WalkErrorWire, WalkParams, WalkResponse};

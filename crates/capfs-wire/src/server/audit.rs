@@ -12,6 +12,7 @@ use serde_json::Value;
 
 mod bounds;
 
+use super::params::{CallParams, sent_before_run};
 pub(crate) use bounds::{note_paths, sent_paths};
 
 use crate::protocol::codex::FS_OPEN_METHOD;
@@ -75,9 +76,9 @@ pub(crate) struct RequestLog {
 impl RequestLog {
     /// Notes the paths the request names from its params' members, as they were sent: for a
     /// request answered without its params being read.
-    pub(crate) fn note_sent(&mut self, raw: Option<&serde_json::value::RawValue>) {
+    pub(crate) fn note_sent(&mut self, params: &CallParams) {
         if let Some(paths) = &mut self.paths {
-            *paths = sent_paths(raw);
+            *paths = sent_before_run(params);
         }
     }
 

@@ -207,7 +207,7 @@ impl Connection {
             }
             Step::Answer { request, reply } => {
                 let mut log = self.request_log(&request);
-                log.note_sent(request.params.as_deref());
+                log.note_sent(&request.params);
                 self.answer(out, log, request.id, reply).await;
             }
             Step::Run(call) => self.on_request(call, out).await,
@@ -247,7 +247,7 @@ impl Connection {
             paths: audit::keeps_paths(self.shared.config.audit.as_ref()).then(Vec::new),
             streamed: call
                 .row
-                .is_some_and(|m| matches!(m.runs, Runs::StreamRead | Runs::StreamWrite)),
+                .is_some_and(|m| matches!(m.runs, Runs::StreamRead(_) | Runs::StreamWrite(_))),
             started: Instant::now(),
         }
     }
@@ -310,17 +310,17 @@ impl Connection {
         } = call;
         let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
             let error = self.busy();
-            log.note_sent(params.as_deref());
+            log.note_sent(&params);
             self.answer(out, log, id, Err(error)).await;
             return;
         };
         let runs = row.map(|m| m.runs);
-        if matches!(runs, Some(Runs::StreamWrite)) {
+        if matches!(runs, Some(Runs::StreamWrite(_))) {
             // A streamed write must start at once: its data frames arrive behind it on this
             // same socket, and the read loop cannot hold them for a write that waits.
             let Ok(in_flight) = Arc::clone(&self.in_flight).try_acquire_owned() else {
                 let error = self.busy();
-                log.note_sent(params.as_deref());
+                log.note_sent(&params);
                 self.answer(out, log, id, Err(error)).await;
                 return;
             };
@@ -333,18 +333,18 @@ impl Connection {
             }
             return;
         }
-        if matches!(runs, Some(Runs::ReadLoop)) {
+        if matches!(runs, Some(Runs::ReadLoop(_))) {
             // In the read loop: every request read after this one sees the narrowed roots,
             // and so does the work that outlives a request (replace handles, watches).
             let mut fs = self.fs();
-            log.note_sent(params.as_deref());
-            let reply = super::narrow::narrow_connection(&mut fs, params.as_deref()).await;
+            log.note_sent(&params);
+            let reply = super::narrow::narrow_connection(&mut fs, params).await;
             self.session.connection().set_fs(fs);
             self.answer(out, log, id, reply).await;
             return;
         }
         let in_flight = Arc::clone(&self.in_flight);
-        if matches!(runs, Some(Runs::StreamRead)) {
+        if matches!(runs, Some(Runs::StreamRead(_))) {
             let ctx = self.stream_context(out);
             tokio::spawn(async move {
                 let Ok(in_flight) = in_flight.acquire_owned().await else {

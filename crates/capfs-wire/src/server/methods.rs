@@ -5,10 +5,10 @@
 
 use futures_util::future::BoxFuture;
 
-use super::audit::sent_paths;
 use super::codex as codex_methods;
+use super::codex::watch::WatchParams;
 use super::file_methods as files;
-use super::params::{self, Params, RawParams};
+use super::params::{self, CallParams, Decode, Params, decoder};
 use super::payload::{Outcome, Payload};
 use super::process::handlers as processes;
 use super::state::{Call, ConnectionState, Group};
@@ -18,59 +18,90 @@ use crate::protocol::uri::PathForm;
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_NARROW_ROOTS_METHOD, CAPFS_READ_FILE_RANGE_METHOD,
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD,
-    CAPFS_WRITE_FILE_STREAM_METHOD, ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD,
-    FS_GET_METADATA_METHOD, FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD,
-    FS_RENAME_METHOD, FS_WRITE_FILE_METHOD, INITIALIZE_METHOD, METHOD_NOT_FOUND,
+    CAPFS_WRITE_FILE_STREAM_METHOD, CopyParams, CreateDirectoryParams, CreateSymlinkParams,
+    ErrorObject, FS_COPY_METHOD, FS_CREATE_DIRECTORY_METHOD, FS_GET_METADATA_METHOD,
+    FS_READ_DIRECTORY_METHOD, FS_READ_FILE_METHOD, FS_REMOVE_METHOD, FS_RENAME_METHOD,
+    FS_WRITE_FILE_METHOD, INITIALIZE_METHOD, METHOD_NOT_FOUND, NarrowRootsParams, PathParams,
+    ReadRangeParams, ReadStreamParams, RemoveParams, RenameParams, WalkParams, WriteFileParams,
+    WriteStreamParams,
 };
 use capfs::ExecutorFileSystem;
 
-/// A handler as the table holds it: its params decoded from their text into the handler's own
-/// type, then the handler run.
+/// A handler as the table holds it: its params taken into the handler's own type, then the
+/// handler run.
 pub(crate) type Handler =
-    for<'a> fn(Call<'a>, RawParams) -> BoxFuture<'a, Result<Payload, ErrorObject>>;
+    for<'a> fn(Call<'a>, CallParams) -> BoxFuture<'a, Result<Payload, ErrorObject>>;
 
-/// The row's handler for `handler(call, params)`, whose params are any [`Params`] type: read
-/// once (decoding failures are -32602), their paths checked against the request's `sandbox`
-/// policy, then the handler run and its errors given the codes of the request's form.
+/// A method run on a task of its own: its handler, and how its params are decoded as the
+/// message is read (`None` for a method that reads none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskMethod {
+    pub(crate) run: Handler,
+    pub(crate) decode: Option<Decode>,
+}
+
+/// The row's task for `handler(call, params)`, whose params are `$params`, any [`Params`]
+/// type: taken as decoded when the message was read, or decoded now (failures are -32602),
+/// their paths checked against the request's `sandbox` policy, then the handler run and its
+/// errors given the codes of the request's form.
 macro_rules! typed {
-    ($handler:path) => {{
-        fn run(mut call: Call<'_>, raw: RawParams) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
+    ($handler:path, $params:ty) => {{
+        fn run(
+            mut call: Call<'_>,
+            params: CallParams,
+        ) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
             Box::pin(async move {
                 let noted = call.outcome.paths.as_mut();
-                let p = params::read(call.fs, raw.as_deref(), noted).await?;
+                let p: $params = params::read(call.fs, params, noted).await?;
                 call.form = Params::form(&p);
                 let errors = call.errors_form();
                 $handler(call, p).await.map_err(|e| e.for_form(errors))
             })
         }
-        run as Handler
+        Task(TaskMethod {
+            run,
+            decode: Some(decoder::<$params>),
+        })
     }};
 }
 
-/// The row's handler for `handler(call)`, a method whose params carry nothing it reads.
+/// The row's task for `handler(call)`, a method whose params carry nothing it reads.
 macro_rules! bare {
     ($handler:path) => {{
-        fn run(call: Call<'_>, _: RawParams) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
+        fn run(call: Call<'_>, _: CallParams) -> BoxFuture<'_, Result<Payload, ErrorObject>> {
             Box::pin($handler(call))
         }
-        run as Handler
+        Task(TaskMethod { run, decode: None })
     }};
 }
 
-/// Where a method runs on a connection.
+/// Where a method runs on a connection, with how its params are decoded as its message is read.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Runs {
     /// Answered by the session itself: the handshake.
     Session,
     /// On a task of its own, by its handler.
-    Task(Handler),
+    Task(TaskMethod),
     /// A streamed read: its data frames, then its reply.
-    StreamRead,
+    StreamRead(Decode),
     /// A streamed write: its data frames follow the request on the same socket.
-    StreamWrite,
+    StreamWrite(Decode),
     /// In the read loop, before any request read after it: it changes the connection
     /// (`capfs/narrowRoots`).
-    ReadLoop,
+    ReadLoop(Decode),
+}
+
+impl Runs {
+    /// How the method's params are decoded as its message is read.
+    pub(crate) fn decoder(self) -> Option<Decode> {
+        match self {
+            Runs::Session => None,
+            Runs::Task(task) => task.decode,
+            Runs::StreamRead(decode) | Runs::StreamWrite(decode) | Runs::ReadLoop(decode) => {
+                Some(decode)
+            }
+        }
+    }
 }
 
 /// One row of the method table.
@@ -92,130 +123,153 @@ use Runs::{ReadLoop, Session, StreamRead, StreamWrite, Task};
 /// looks at it.
 pub(crate) const METHODS: &[Method] = &[
     row(INITIALIZE_METHOD, Session, Files),
-    row(FS_READ_FILE_METHOD, Task(typed!(files::read_file)), Files),
-    row(FS_WRITE_FILE_METHOD, Task(typed!(files::write_file)), Files),
+    row(
+        FS_READ_FILE_METHOD,
+        typed!(files::read_file, PathParams),
+        Files,
+    ),
+    row(
+        FS_WRITE_FILE_METHOD,
+        typed!(files::write_file, WriteFileParams),
+        Files,
+    ),
     row(
         FS_CREATE_DIRECTORY_METHOD,
-        Task(typed!(files::create_directory)),
+        typed!(files::create_directory, CreateDirectoryParams),
         Files,
     ),
     row(
         FS_GET_METADATA_METHOD,
-        Task(typed!(files::get_metadata)),
+        typed!(files::get_metadata, PathParams),
         Files,
     ),
     row(
         FS_READ_DIRECTORY_METHOD,
-        Task(typed!(files::read_directory)),
+        typed!(files::read_directory, PathParams),
         Files,
     ),
-    row(FS_REMOVE_METHOD, Task(typed!(files::remove)), Files),
-    row(FS_COPY_METHOD, Task(typed!(files::copy)), Files),
-    row(FS_RENAME_METHOD, Task(typed!(files::rename)), Files),
+    row(FS_REMOVE_METHOD, typed!(files::remove, RemoveParams), Files),
+    row(FS_COPY_METHOD, typed!(files::copy, CopyParams), Files),
+    row(FS_RENAME_METHOD, typed!(files::rename, RenameParams), Files),
     row(
         codex::FS_WALK_METHOD,
-        Task(typed!(codex_methods::walk)),
+        typed!(codex_methods::walk, codex::CodexWalkParams),
         Codex,
     ),
     row(
         codex::FS_CANONICALIZE_METHOD,
-        Task(typed!(codex_methods::canonicalize)),
+        typed!(codex_methods::canonicalize, PathParams),
         Codex,
     ),
     row(
         codex::FS_OPEN_METHOD,
-        Task(typed!(codex_methods::open)),
+        typed!(codex_methods::open, codex::OpenParams),
         Codex,
     ),
     row(
         codex::FS_READ_BLOCK_METHOD,
-        Task(typed!(codex_methods::read_block)),
+        typed!(codex_methods::read_block, codex::ReadBlockParams),
         Codex,
     ),
     row(
         codex::FS_WRITE_BLOCK_METHOD,
-        Task(typed!(codex_methods::write_block)),
+        typed!(codex_methods::write_block, codex::WriteBlockParams),
         Codex,
     ),
     row(
         codex::FS_CLOSE_METHOD,
-        Task(typed!(codex_methods::close)),
+        typed!(codex_methods::close, codex::CloseParams),
         Codex,
     ),
     row(
         codex::FS_WATCH_MISSING_METHOD,
-        Task(typed!(codex_methods::watch_missing)),
+        typed!(codex_methods::watch_missing, WatchParams),
         Codex,
     ),
     row(
         codex::ENVIRONMENT_INFO_METHOD,
-        Task(bare!(codex_methods::info)),
+        bare!(codex_methods::info),
         Codex,
     ),
     row(
         codex::ENVIRONMENT_STATUS_METHOD,
-        Task(bare!(codex_methods::status)),
+        bare!(codex_methods::status),
         Codex,
     ),
     row(
         codex::ENVIRONMENT_CONFIG_READ_METHOD,
-        Task(typed!(codex_methods::config_read)),
+        typed!(
+            codex_methods::config_read,
+            codex::EnvironmentConfigReadParams
+        ),
         Codex,
     ),
     row(
         process::PROCESS_START_METHOD,
-        Task(typed!(processes::start)),
+        typed!(processes::start, process::StartParams),
         Processes,
     ),
     row(
         process::PROCESS_READ_METHOD,
-        Task(typed!(processes::read)),
+        typed!(processes::read, process::ReadParams),
         Processes,
     ),
     row(
         process::PROCESS_WRITE_METHOD,
-        Task(typed!(processes::write)),
+        typed!(processes::write, process::WriteParams),
         Processes,
     ),
     row(
         process::PROCESS_SIGNAL_METHOD,
-        Task(typed!(processes::signal)),
+        typed!(processes::signal, process::SignalParams),
         Processes,
     ),
     row(
         process::PROCESS_TERMINATE_METHOD,
-        Task(typed!(processes::terminate)),
+        typed!(processes::terminate, process::TerminateParams),
         Processes,
     ),
     row(
         process::CAPFS_PROCESS_RESIZE_METHOD,
-        Task(typed!(processes::resize)),
+        typed!(processes::resize, process::ResizeParams),
         Processes,
     ),
     row(
         process::CAPFS_PROCESS_CLOSE_INPUT_METHOD,
-        Task(typed!(processes::close_input)),
+        typed!(processes::close_input, process::TerminateParams),
         Processes,
     ),
     row(
         CAPFS_READ_LINK_METHOD,
-        Task(typed!(files::read_link)),
+        typed!(files::read_link, PathParams),
         Files,
     ),
     row(
         CAPFS_CREATE_SYMLINK_METHOD,
-        Task(typed!(files::create_symlink)),
+        typed!(files::create_symlink, CreateSymlinkParams),
         Files,
     ),
-    row(CAPFS_WALK_METHOD, Task(typed!(files::walk)), Files),
+    row(CAPFS_WALK_METHOD, typed!(files::walk, WalkParams), Files),
     row(
         CAPFS_READ_FILE_RANGE_METHOD,
-        Task(typed!(files::read_range)),
+        typed!(files::read_range, ReadRangeParams),
         Files,
     ),
-    row(CAPFS_NARROW_ROOTS_METHOD, ReadLoop, Files),
-    row(CAPFS_READ_FILE_STREAM_METHOD, StreamRead, Files),
-    row(CAPFS_WRITE_FILE_STREAM_METHOD, StreamWrite, Files),
+    row(
+        CAPFS_NARROW_ROOTS_METHOD,
+        ReadLoop(decoder::<NarrowRootsParams>),
+        Files,
+    ),
+    row(
+        CAPFS_READ_FILE_STREAM_METHOD,
+        StreamRead(decoder::<ReadStreamParams>),
+        Files,
+    ),
+    row(
+        CAPFS_WRITE_FILE_STREAM_METHOD,
+        StreamWrite(decoder::<WriteStreamParams>),
+        Files,
+    ),
 ];
 
 /// The name of every method the server answers, in the table's order.
@@ -240,20 +294,20 @@ pub(crate) async fn dispatch(
     connection: &ConnectionState,
     row: Option<&'static Method>,
     method: &str,
-    params: RawParams,
+    params: CallParams,
     max_message_bytes: usize,
     outcome: &mut Outcome,
 ) -> Result<Payload, ErrorObject> {
     let (handler, group) = match row {
         Some(&Method {
-            runs: Runs::Task(handler),
+            runs: Runs::Task(task),
             group,
             ..
-        }) if group != Group::Processes || connection.processes().is_some() => (handler, group),
+        }) if group != Group::Processes || connection.processes().is_some() => (task.run, group),
         _ => {
             // Refused before its params are read: its line lists their path members as sent.
             if let Some(paths) = &mut outcome.paths {
-                *paths = sent_paths(params.as_deref());
+                *paths = params::sent_before_run(&params);
             }
             return Err(unknown(method));
         }

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use super::params::decode;
+use super::params::{CallParams, take};
 use crate::protocol::{ErrorObject, NarrowRootsParams, NarrowRootsResponse, NarrowedRoot};
 use capfs::ExecutorFileSystem;
 
@@ -17,9 +16,9 @@ use capfs::ExecutorFileSystem;
 /// nothing when none could.
 pub(crate) async fn narrow_connection(
     fs: &mut Arc<dyn ExecutorFileSystem>,
-    params: Option<&RawValue>,
+    params: CallParams,
 ) -> Result<Value, ErrorObject> {
-    let params: NarrowRootsParams = decode(params)?;
+    let params: NarrowRootsParams = take(params, None)?;
     let narrowed = fs
         .narrowed(&params.roots)
         .await

@@ -1,33 +1,72 @@
-//! A request's params, read once: decoded from their JSON text straight into the method's own
-//! type, whose paths ([`WirePath`]) are parsed in the same pass, in whichever form the request
-//! used. What the server reads of them beside the handler (the paths with what the method does
-//! to each, for the request's `sandbox` policy and the audit line; the policy itself) is what
-//! the type says through [`Params`]; no member is looked up by name.
+//! A request's params, read once: decoded straight into the method's own type as the message
+//! is read (`protocol/incoming.rs`, with the [`Seed`] of the method's row), or from their JSON
+//! text when the message names its method after them; their paths ([`WirePath`]) are parsed
+//! in the same pass, in whichever form the request used. What the server reads of them beside
+//! the handler (the paths with what the method does to each, for the request's `sandbox`
+//! policy and the audit line; the policy itself) is what the type says through [`Params`]
+//! (`params/types.rs`); no member is looked up by name.
 
-use serde::de::DeserializeOwned;
+use std::any::Any;
+
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
 use serde_json::value::RawValue;
+
+mod types;
 
 use super::audit::{note_paths, sent_paths};
 use super::codex::policy::{Need, Policy};
-use super::codex::watch::WatchParams;
 use super::payload::invalid_input;
-use crate::protocol::codex::{
-    CloseParams, CodexWalkParams, EnvironmentConfigReadParams, OpenMode, OpenParams,
-    ReadBlockParams, SandboxContext, WriteBlockParams,
-};
-use crate::protocol::process::{
-    ReadParams, ResizeParams, SignalParams, StartParams, TerminateParams, WriteParams,
-};
+use crate::protocol::codex::SandboxContext;
 use crate::protocol::uri::PathForm;
-use crate::protocol::{
-    CopyParams, CreateDirectoryParams, CreateSymlinkParams, ErrorObject, INVALID_PARAMS,
-    NarrowRootsParams, PathParams, ReadRangeParams, ReadStreamParams, RemoveParams, RenameParams,
-    WalkParams, WirePath, WriteFileParams, WriteStreamParams,
-};
+use crate::protocol::{ErrorObject, INVALID_PARAMS, RequestParams, WirePath};
 use capfs::ExecutorFileSystem;
 
-/// A request's params as they arrived: their JSON text, `None` when absent or `null`.
-pub(crate) type RawParams = Option<Box<RawValue>>;
+/// A request's params as the server has them: decoded into their method's type as the message
+/// was read, or their JSON text.
+pub(crate) type CallParams = RequestParams<Decoded>;
+
+/// Params decoded as their message was read: a value of their method's params type, and how to
+/// list the paths it names as sent (for the audit line of a request refused before it runs).
+pub(crate) struct Decoded {
+    value: Box<dyn Any + Send>,
+    sent: fn(&(dyn Any + Send)) -> Vec<String>,
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Decoded")
+    }
+}
+
+/// How a method's row decodes its params as the message is read.
+pub(crate) type Decode =
+    fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Decoded, erased_serde::Error>;
+
+/// The [`Decode`] of a method whose params are `P`.
+pub(crate) fn decoder<P: Params + 'static>(
+    deserializer: &mut dyn erased_serde::Deserializer<'_>,
+) -> Result<Decoded, erased_serde::Error> {
+    let params: P = erased_serde::deserialize(deserializer)?;
+    Ok(Decoded {
+        value: Box::new(params),
+        sent: |value| match value.downcast_ref::<P>() {
+            Some(p) => sent_of(p),
+            None => Vec::new(),
+        },
+    })
+}
+
+/// What the message reader decodes a method's params with: its row's [`Decode`].
+pub(crate) struct Seed(pub(crate) Decode);
+
+impl<'de> DeserializeSeed<'de> for Seed {
+    type Value = Decoded;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded, D::Error> {
+        let mut erased = <dyn erased_serde::Deserializer>::erase(deserializer);
+        (self.0)(&mut erased).map_err(serde::de::Error::custom)
+    }
+}
 
 /// What the server reads of a method's params beside its handler.
 pub(crate) trait Params: DeserializeOwned + Send {
@@ -80,33 +119,58 @@ fn message_of(e: &serde_json::Error) -> String {
     }
 }
 
-/// Reads `raw` as the params of a method whose type is `P`: decoded, then checked against the
-/// request's `sandbox` policy on `fs` ([`check_policy`]); its paths noted in `paths` as for
-/// [`decode_noting`].
-pub(crate) async fn read<P: Params>(
+/// The params of a method whose type is `P`: taken as decoded, or decoded from their text
+/// ([`take`]), then checked against the request's `sandbox` policy on `fs` ([`check_policy`]).
+pub(crate) async fn read<P: Params + 'static>(
     fs: &dyn ExecutorFileSystem,
-    raw: Option<&RawValue>,
+    params: CallParams,
     paths: Option<&mut Vec<String>>,
 ) -> Result<P, ErrorObject> {
-    let params = decode_noting::<P>(raw, paths)?;
+    let params = take::<P>(params, paths)?;
     check_policy(fs, &params).await?;
     Ok(params)
 }
 
-/// Decodes `raw` into `P` and, when the caller keeps them (`paths`), notes the paths the
-/// params name as sent: from `P` when they decode, from their members when they do not.
-pub(crate) fn decode_noting<P: Params>(
-    raw: Option<&RawValue>,
+/// The params of a method whose type is `P`, as decoded when the message was read or decoded
+/// from their text now; when the caller keeps them (`paths`), the paths they name as sent: from
+/// `P` when they decode, from their members when they do not.
+pub(crate) fn take<P: Params + 'static>(
+    params: CallParams,
     paths: Option<&mut Vec<String>>,
 ) -> Result<P, ErrorObject> {
-    let params = decode::<P>(raw);
+    let params = match params {
+        RequestParams::Decoded(decoded) => match decoded.value.downcast::<P>() {
+            Ok(p) => Ok(*p),
+            Err(_) => unreachable!("params are decoded by their own method's row"),
+        },
+        RequestParams::Text(raw) => decode::<P>(Some(&raw)).map_err(|e| (e, Some(raw))),
+        RequestParams::Absent => decode::<P>(None).map_err(|e| (e, None)),
+    };
     if let Some(noted) = paths {
         *noted = match &params {
-            Ok(p) => note_paths(p.paths().map(|(path, _)| path.as_sent()), p.link_target()),
-            Err(_) => sent_paths(raw),
+            Ok(p) => sent_of(p),
+            Err((_, raw)) => sent_paths(raw.as_deref()),
         };
     }
-    params
+    params.map_err(|(e, _)| e)
+}
+
+/// The paths `params` name as sent, whatever their method: a request refused before it runs
+/// lists them too.
+pub(crate) fn sent_before_run(params: &CallParams) -> Vec<String> {
+    match params {
+        RequestParams::Decoded(decoded) => (decoded.sent)(&*decoded.value),
+        RequestParams::Text(raw) => sent_paths(Some(raw)),
+        RequestParams::Absent => Vec::new(),
+    }
+}
+
+/// The paths `params` name as sent, and a new link's target.
+fn sent_of<P: Params>(params: &P) -> Vec<String> {
+    note_paths(
+        params.paths().map(|(path, _)| path.as_sent()),
+        params.link_target(),
+    )
 }
 
 /// Refuses `params` when the request's `sandbox` policy does not allow what its method does to
@@ -125,101 +189,13 @@ pub(crate) async fn check_policy<P: Params>(
     Ok(())
 }
 
-/// Implements [`Params`] for a type whose members named `$path` are the paths it names, each
-/// with the need given.
-macro_rules! paths {
-    ($ty:ty: $($path:ident => $need:expr),+) => {
-        impl Params for $ty {
-            fn paths(&self) -> impl Iterator<Item = (&WirePath, Need)> {
-                [$((&self.$path, $need)),+].into_iter()
-            }
-
-            fn sandbox(&self) -> Option<&SandboxContext> {
-                self.sandbox.as_ref()
-            }
-        }
-    };
-}
-
-paths!(PathParams: path => Need::Read);
-paths!(ReadRangeParams: path => Need::Read);
-paths!(ReadStreamParams: path => Need::Read);
-paths!(WalkParams: path => Need::Read);
-paths!(CodexWalkParams: path => Need::Read);
-paths!(WriteFileParams: path => Need::Write);
-paths!(WriteStreamParams: path => Need::Write);
-paths!(CreateDirectoryParams: path => Need::Write);
-paths!(RemoveParams: path => Need::Write);
-paths!(CopyParams: source_path => Need::Read, destination_path => Need::Write);
-paths!(RenameParams: source_path => Need::Write, destination_path => Need::Write);
-
-impl Params for CreateSymlinkParams {
-    fn paths(&self) -> impl Iterator<Item = (&WirePath, Need)> {
-        std::iter::once((&self.path, Need::Write))
-    }
-
-    fn sandbox(&self) -> Option<&SandboxContext> {
-        self.sandbox.as_ref()
-    }
-
-    fn link_target(&self) -> Option<&str> {
-        Some(&self.target)
-    }
-}
-
-impl Params for OpenParams {
-    fn paths(&self) -> impl Iterator<Item = (&WirePath, Need)> {
-        let need = match self.mode {
-            OpenMode::Replace => Need::Write,
-            _ => Need::Read,
-        };
-        std::iter::once((&self.path, need))
-    }
-
-    fn sandbox(&self) -> Option<&SandboxContext> {
-        self.sandbox.as_ref()
-    }
-}
-
-impl Params for WatchParams {
-    fn paths(&self) -> impl Iterator<Item = (&WirePath, Need)> {
-        let paths = self.present.iter().chain(&self.missing);
-        paths.map(|path| (path, Need::Read))
-    }
-
-    fn sandbox(&self) -> Option<&SandboxContext> {
-        self.sandbox.as_ref()
-    }
-}
-
-/// Params that name no path the server checks: handles already checked when opened, the
-/// environment's, the processes' (whose handlers read their own `cwd` and policy), the roots a
-/// connection narrows to (each checked by the narrowing itself).
-macro_rules! no_paths {
-    ($($ty:ty),+ $(,)?) => {
-        $(impl Params for $ty {})+
-    };
-}
-
-no_paths!(
-    ReadBlockParams,
-    WriteBlockParams,
-    CloseParams,
-    EnvironmentConfigReadParams,
-    StartParams,
-    ReadParams,
-    WriteParams,
-    SignalParams,
-    TerminateParams,
-    ResizeParams,
-    NarrowRootsParams,
-);
-
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::protocol::codex::OpenParams;
+    use crate::protocol::{CopyParams, PathParams, ReadRangeParams};
 
     fn raw(value: &Value) -> Box<RawValue> {
         serde_json::value::to_raw_value(value).unwrap()
@@ -295,5 +271,75 @@ mod tests {
         .unwrap();
         assert_eq!(replace.paths().next().unwrap().1, Need::Write);
         assert_eq!(replace.form(), PathForm::Plain);
+    }
+}
+
+/// Not a test but a measurement, run with
+/// `cargo test --release -p capfs-wire decoding_cost -- --ignored --nocapture`: what reading a
+/// request and its params costs, beside the general way (a `Value` of the whole message, then
+/// the params' type from it), medians of five rounds.
+#[cfg(test)]
+mod decoding_cost {
+    use std::time::Instant;
+
+    use serde::de::DeserializeOwned;
+
+    use super::{Params, Seed, take};
+    use crate::protocol::{Incoming, Message, PathParams, WriteFileParams};
+    use crate::server::methods;
+
+    fn request(method: &str, params: &str) -> Vec<u8> {
+        format!(r#"{{"id":12345,"method":"{method}","params":{params}}}"#).into_bytes()
+    }
+
+    /// Nanoseconds per read of `bytes` by `read`, the median of five rounds of `n`.
+    fn median_ns(n: u32, bytes: &[u8], read: impl Fn(&[u8])) -> f64 {
+        let mut rounds: Vec<f64> = (0..5)
+            .map(|_| {
+                let started = Instant::now();
+                for _ in 0..n {
+                    read(bytes);
+                }
+                started.elapsed().as_nanos() as f64 / f64::from(n)
+            })
+            .collect();
+        rounds.sort_by(f64::total_cmp);
+        rounds[2]
+    }
+
+    fn compare<P: Params + DeserializeOwned + 'static>(name: &str, n: u32, bytes: &[u8]) {
+        let general = median_ns(n, bytes, |bytes| {
+            let Ok(Message::Request(request)) = Message::from_slice(bytes) else {
+                panic!("a request")
+            };
+            let params: P = serde_json::from_value(request.params.expect("params")).unwrap();
+            std::hint::black_box(params);
+        });
+        let seed_for = |method: &str| methods::method(method)?.runs.decoder().map(Seed);
+        let once = median_ns(n, bytes, |bytes| {
+            let Ok(Incoming::Request { params, .. }) = Incoming::read(bytes, seed_for) else {
+                panic!("a request")
+            };
+            std::hint::black_box(take::<P>(params, None).unwrap());
+        });
+        println!(
+            "{name}: {once:.0} ns read once, {general:.0} ns through a Value ({:.2}x)",
+            once / general
+        );
+    }
+
+    #[test]
+    #[ignore]
+    fn decoding_cost() {
+        let path = r#"{"path":"/srv/ws/some/dir/file.txt"}"#;
+        compare::<PathParams>("fs/getMetadata", 100_000, &request("fs/getMetadata", path));
+        for (name, n, bytes) in [
+            ("fs/writeFile 4 KiB", 20_000, 4096),
+            ("fs/writeFile 1 MiB", 100, 1 << 20),
+        ] {
+            let data = "QUFB".repeat(bytes / 3);
+            let params = format!(r#"{{"path":"/srv/ws/a.txt","dataBase64":"{data}"}}"#);
+            compare::<WriteFileParams>(name, n, &request("fs/writeFile", &params));
+        }
     }
 }

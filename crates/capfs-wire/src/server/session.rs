@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use super::codex::handles::Handles;
 use super::codex::watch::Watches;
 use super::methods::{self, Method, Runs};
-use super::params::{RawParams, decode};
+use super::params::{CallParams, Seed, decode};
 use super::payload::{Outcome, Payload};
 use super::reply::{error_message, reply_message};
 use super::sessions::Sessions;
@@ -78,7 +78,7 @@ pub(crate) struct FsCall {
     pub id: RequestId,
     pub method: String,
     /// The params' text, decoded once by whoever runs the method.
-    pub params: RawParams,
+    pub params: CallParams,
     /// The method's row in the table, looked up once when the request arrived; `None` for a
     /// method the table does not have.
     pub row: Option<&'static Method>,
@@ -94,12 +94,12 @@ impl FsCall {
         outcome: &mut Outcome,
     ) -> Message {
         let runs = self.row.map(|m| m.runs);
-        let reply = if matches!(runs, Some(Runs::ReadLoop)) {
+        let reply = if matches!(runs, Some(Runs::ReadLoop(_))) {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("{} needs a connection", self.method),
             ))
-        } else if matches!(runs, Some(Runs::StreamRead | Runs::StreamWrite)) {
+        } else if matches!(runs, Some(Runs::StreamRead(_) | Runs::StreamWrite(_))) {
             Err(ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!(
@@ -253,7 +253,8 @@ impl Session {
 
     /// Decodes `bytes` and applies the handshake rules.
     pub(crate) fn receive(&mut self, bytes: &[u8]) -> Step {
-        let message = match Incoming::from_slice(bytes) {
+        let seed_for = |method: &str| methods::method(method)?.runs.decoder().map(Seed);
+        let message = match Incoming::read(bytes, seed_for) {
             Ok(message) => message,
             Err(e) => {
                 let error =
@@ -280,7 +281,7 @@ impl Session {
         }
     }
 
-    fn on_request(&mut self, id: RequestId, method: String, params: RawParams) -> Step {
+    fn on_request(&mut self, id: RequestId, method: String, params: CallParams) -> Step {
         let row = methods::method(&method);
         let reply = match row.map(|m| m.runs) {
             None => Err(ErrorObject::new(
@@ -288,7 +289,7 @@ impl Session {
                 format!("unknown method: {method}"),
             )),
             Some(Runs::Session) if self.state == Handshake::AwaitingInitialize => {
-                self.initialize(params.as_deref())
+                self.initialize(params.text())
             }
             Some(Runs::Session) => Err(ErrorObject::new(
                 INVALID_REQUEST,

@@ -37,7 +37,7 @@ use super::audit::RequestLog;
 use super::budget::Reservation;
 use super::frames::{FrameWriter, StreamContext};
 use super::outgoing::SpanQueue;
-use super::params::{RawParams, check_policy, decode_noting};
+use super::params::{CallParams, check_policy, take};
 use super::payload::{Payload, invalid_input};
 use super::reply;
 use super::work::{RequestSlots, StreamWork, WorkPermit};
@@ -82,12 +82,12 @@ fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
 pub(crate) fn start_read(
     ctx: StreamContext,
     id: RequestId,
-    raw_params: RawParams,
+    params: CallParams,
     in_flight: RequestSlots,
     mut log: RequestLog,
 ) {
     tokio::spawn(async move {
-        let params = decode_noting::<ReadStreamParams>(raw_params.as_deref(), log.paths.as_mut());
+        let params = take::<ReadStreamParams>(params, log.paths.as_mut());
         let reply = match params {
             Err(error) => Err(error),
             Ok(p) => {
@@ -178,11 +178,11 @@ pub(crate) fn start_write(
     ctx: StreamContext,
     uploads: &mut HashMap<u64, Upload>,
     id: RequestId,
-    raw_params: RawParams,
+    params: CallParams,
     in_flight: RequestSlots,
     log: &mut RequestLog,
 ) -> Result<(), ErrorObject> {
-    let p: WriteStreamParams = decode_noting(raw_params.as_deref(), log.paths.as_mut())?;
+    let p: WriteStreamParams = take(params, log.paths.as_mut())?;
     // Forget writes that ended without taking all their frames (refused, failed, timed out):
     // what stays is at most one entry per write still running, each holding an in-flight slot.
     uploads.retain(|_, upload| !upload.chunks.is_closed());

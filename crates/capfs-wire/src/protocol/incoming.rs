@@ -1,0 +1,350 @@
+//! A message as a server reads it: in one pass over its text, without a `Value` of the whole,
+//! and a request's params decoded in that same pass straight into the type of its method's
+//! params, when the method comes before them (as every client writes it). Otherwise the params
+//! stay their JSON text, decoded once, later, by whoever runs the method.
+//!
+//! What the reading accepts and refuses is what [`Message::from_slice`] does, with its error
+//! messages, but for values no one reads: the text must be UTF-8 and JSON throughout, and a
+//! value the method does not read (a member of the params its type does not have, a member of
+//! the message beside `id`, `method` and `params`) is skipped without being decoded, so a lone
+//! surrogate or a number past `f64` there is not an error.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{Message, RequestId};
+
+/// A request's params as the server has them from reading its message.
+#[derive(Debug)]
+pub(crate) enum RequestParams<D> {
+    /// Absent, or `null`.
+    Absent,
+    /// Decoded in the message's own pass, by the seed its method gave.
+    Decoded(D),
+    /// Their JSON text, to be decoded by whoever runs the method.
+    Text(Box<RawValue>),
+}
+
+impl<D> RequestParams<D> {
+    /// The params' text, where they have one.
+    pub(crate) fn text(&self) -> Option<&RawValue> {
+        match self {
+            RequestParams::Text(raw) => Some(raw),
+            RequestParams::Absent | RequestParams::Decoded(_) => None,
+        }
+    }
+}
+
+/// A message as the server reads it; `D` is what a method's seed decodes params into.
+#[derive(Debug)]
+pub(crate) enum Incoming<D> {
+    Request {
+        id: RequestId,
+        method: String,
+        params: RequestParams<D>,
+    },
+    Notification {
+        method: String,
+    },
+    /// A response or an error response.
+    Reply,
+}
+
+impl<D> Incoming<D> {
+    /// Reads one message. `seed_for(method)` is the seed that decodes the params of `method`,
+    /// for a method the server knows.
+    pub(crate) fn read<S>(
+        bytes: &[u8],
+        seed_for: impl Fn(&str) -> Option<S>,
+    ) -> serde_json::Result<Self>
+    where
+        S: for<'de> DeserializeSeed<'de, Value = D>,
+    {
+        // A request with its params decoded as it is read; failing that (params that do not
+        // decode, a member repeated, anything that is not a request), read again with the
+        // params kept as text, and failing that the general way, for its error.
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            let seeded = MembersVisitor {
+                seed_for: &seed_for,
+            };
+            if let Ok(Some(request)) = read_with(text, seeded) {
+                return Ok(request);
+            }
+            let unseeded = MembersVisitor {
+                seed_for: &|_: &str| None::<S>,
+            };
+            if let Ok(Some(request)) = read_with(text, unseeded) {
+                return Ok(request);
+            }
+        }
+        Ok(match Message::from_slice(bytes)? {
+            Message::Request(request) => Incoming::Request {
+                id: request.id,
+                method: request.method,
+                params: match request.params {
+                    None => RequestParams::Absent,
+                    Some(value) => RequestParams::Text(
+                        serde_json::value::to_raw_value(&value).expect("JSON values serialize"),
+                    ),
+                },
+            },
+            Message::Notification(n) => Incoming::Notification { method: n.method },
+            Message::Response(_) | Message::Error(_) => Incoming::Reply,
+        })
+    }
+}
+
+/// The request `text` holds, read by `visitor`; `None` when it holds a JSON object that is not
+/// a request as the general way reads one.
+fn read_with<D, S, F>(
+    text: &str,
+    visitor: MembersVisitor<'_, F>,
+) -> serde_json::Result<Option<Incoming<D>>>
+where
+    S: for<'de> DeserializeSeed<'de, Value = D>,
+    F: Fn(&str) -> Option<S>,
+{
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let members = deserializer.deserialize_map(visitor)?;
+    deserializer.end()?;
+    let (Some(id), Some(method)) = (members.id, members.method) else {
+        return Ok(None);
+    };
+    let (Ok(id), Ok(method)) = (RequestId::deserialize(id), String::deserialize(method)) else {
+        return Ok(None);
+    };
+    // Params decoded for a method other than the one the message ends up naming (a repeated
+    // `method`) are not these params.
+    if members.seeded_for.is_some_and(|seeded| seeded != method) {
+        return Ok(None);
+    }
+    Ok(Some(Incoming::Request {
+        id,
+        method,
+        params: members.params,
+    }))
+}
+
+/// The members of a message the server reads: `id` and `method` as values (they are small, and
+/// decoded from them as the general way does), the params decoded or kept as text.
+struct Members<D> {
+    id: Option<Value>,
+    method: Option<Value>,
+    params: RequestParams<D>,
+    /// The method whose seed decoded the params.
+    seeded_for: Option<String>,
+}
+
+struct MembersVisitor<'a, F> {
+    seed_for: &'a F,
+}
+
+impl<'de, D, S, F> Visitor<'de> for MembersVisitor<'_, F>
+where
+    S: DeserializeSeed<'de, Value = D>,
+    F: Fn(&str) -> Option<S>,
+{
+    type Value = Members<D>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<D>, A::Error> {
+        let mut members = Members {
+            id: None,
+            method: None,
+            params: RequestParams::Absent,
+            seeded_for: None,
+        };
+        // As in a `Value`, the last of a repeated member wins.
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match &*key {
+                "id" => members.id = Some(map.next_value()?),
+                "method" => members.method = Some(map.next_value()?),
+                "params" => {
+                    let method = members.method.as_ref().and_then(Value::as_str);
+                    members.params = match method.and_then(self.seed_for) {
+                        Some(seed) => {
+                            members.seeded_for = method.map(str::to_owned);
+                            RequestParams::Decoded(map.next_value_seed(seed)?)
+                        }
+                        None => {
+                            members.seeded_for = None;
+                            let raw: Box<RawValue> = map.next_value()?;
+                            match raw.get() {
+                                "null" => RequestParams::Absent,
+                                _ => RequestParams::Text(raw),
+                            }
+                        }
+                    };
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(members)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seed that decodes any params but `null` into a `Value`, standing for a method's own
+    /// type (a struct, which `null` is not).
+    struct AnyParams;
+
+    impl<'de> DeserializeSeed<'de> for AnyParams {
+        type Value = Value;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            match Value::deserialize(d)? {
+                Value::Null => Err(serde::de::Error::custom("params are not null")),
+                value => Ok(value),
+            }
+        }
+    }
+
+    fn read(bytes: &[u8]) -> serde_json::Result<Incoming<Value>> {
+        Incoming::read(bytes, |method| (method == "m").then_some(AnyParams))
+    }
+
+    /// A seed that decodes only params with a string `path`, standing for a method's type that
+    /// refuses other params.
+    struct PathOnly;
+
+    #[derive(Debug, Deserialize)]
+    struct WithPath {
+        #[allow(dead_code)]
+        path: String,
+    }
+
+    impl<'de> DeserializeSeed<'de> for PathOnly {
+        type Value = Value;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            WithPath::deserialize(d).map(|p| Value::String(format!("{p:?}")))
+        }
+    }
+
+    /// The params as a `Value`, however they were read.
+    fn params_value(params: RequestParams<Value>) -> Option<Value> {
+        match params {
+            RequestParams::Absent => None,
+            RequestParams::Decoded(value) => Some(value),
+            RequestParams::Text(raw) => Some(serde_json::from_str(raw.get()).unwrap()),
+        }
+    }
+
+    /// The server's reading of a message decides as [`Message::from_slice`] does, with the
+    /// same error text, and keeps a request's params as sent.
+    #[test]
+    fn messages_read_as_the_general_way_reads_them() {
+        let cases: &[&[u8]] = &[
+            br#"{"id":1,"method":"m","params":{"path":"/x"}}"#,
+            br#"{"jsonrpc":"2.0","id":"a","method":"m","params":[1,{"b":null}]}"#,
+            br#"{"params":{"a":1},"id":1,"method":"m"}"#,
+            br#"{"id":1,"method":"m","params":null}"#,
+            br#"{"id":1,"method":"m"}"#,
+            br#"{"id":1,"id":2,"method":"m","params":{"a":1},"params":{"b":2}}"#,
+            br#"{"id":1,"method":"m","params":{"a":1},"method":"other"}"#,
+            br#"{"id":null,"method":"m"}"#,
+            br#"{"id":1.5,"method":"m"}"#,
+            br#"{"id":[1],"method":"m"}"#,
+            br#"{"id":1,"method":5}"#,
+            br#"{"id":1,"method":null}"#,
+            br#"{"method":"initialized"}"#,
+            br#"{"method":7}"#,
+            br#"{"id":7,"result":{}}"#,
+            br#"{"id":7,"error":{"code":-32601,"message":"x"}}"#,
+            br#"{"id":7,"error":5}"#,
+            br#"{}"#,
+            br#"[1,2]"#,
+            br#""text""#,
+            br#"null"#,
+            b"not-json",
+            br#"{"id":1,"method":"m","params":{"a":}"#,
+            br#"{"id":1,"method":"m","params":{"a":"\q"}}"#,
+            br#"{"id":1,"method":"m","params":{"x":"\uZZZZ"}}"#,
+            br#"{"id":1,"method":"m"} trailing"#,
+            b"",
+            // Not UTF-8, where no one reads and where the params are.
+            b"{\"id\":1,\"method\":\"m\",\"pasams\":{\"path\":\"/a\x89txt\"}}",
+            b"{\"id\":1,\"method\":\"m\",\"params\":{\"x\":\"\xff\"}}",
+        ];
+        for bytes in cases {
+            let shown = String::from_utf8_lossy(bytes);
+            let expected = Message::from_slice(bytes);
+            match (expected, read(bytes)) {
+                (Err(e), Err(r)) => assert_eq!(e.to_string(), r.to_string(), "{shown}"),
+                (Ok(Message::Request(q)), Ok(Incoming::Request { id, method, params })) => {
+                    assert_eq!((q.id, q.method), (id, method), "{shown}");
+                    let params = params_value(params);
+                    assert_eq!(q.params.filter(|p| !p.is_null()), params, "{shown}");
+                }
+                (Ok(Message::Notification(n)), Ok(Incoming::Notification { method })) => {
+                    assert_eq!(n.method, method, "{shown}");
+                }
+                (Ok(Message::Response(_) | Message::Error(_)), Ok(Incoming::Reply)) => {}
+                (expected, read) => panic!("{shown}: {expected:?} but {read:?}"),
+            }
+        }
+    }
+
+    /// Params are decoded in the message's pass when their method's seed comes before them;
+    /// as text when it comes after them, is named again after them, or the seed refuses them.
+    #[test]
+    fn params_are_decoded_in_the_messages_pass_only_for_their_method() {
+        let read_path = |bytes: &[u8]| {
+            Incoming::read(bytes, |method| (method == "m").then_some(PathOnly)).unwrap()
+        };
+        let decoded = |incoming: Incoming<Value>| match incoming {
+            Incoming::Request { params, .. } => matches!(params, RequestParams::Decoded(_)),
+            other => panic!("{other:?}"),
+        };
+        assert!(decoded(read_path(
+            br#"{"id":1,"method":"m","params":{"path":"/a"}}"#
+        )));
+        for text in [
+            br#"{"id":1,"params":{"path":"/a"},"method":"m"}"#.as_slice(),
+            br#"{"id":1,"method":"m","params":{"path":"/a"},"method":"n"}"#,
+            br#"{"id":1,"method":"m","params":{"nopath":1}}"#,
+            br#"{"id":1,"method":"n","params":{"path":"/a"}}"#,
+        ] {
+            let shown = String::from_utf8_lossy(text);
+            assert!(!decoded(read_path(text)), "{shown}");
+        }
+    }
+
+    /// A value no one reads is skipped, not decoded: a lone surrogate or a number past `f64`
+    /// there is no error, as it is for the general way, which decodes everything.
+    #[test]
+    fn values_no_one_reads_are_skipped() {
+        for text in [
+            br#"{"id":1,"method":"m","other":"\ud800"}"#.as_slice(),
+            br#"{"id":1,"method":"m","other":1e400}"#,
+            br#"{"id":1,"method":"n","params":{"x":"\udc00"}}"#,
+            br#"{"id":1,"method":"n","params":[-1e400]}"#,
+            format!(
+                r#"{{"id":1,"method":"n","params":{}0{}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            )
+            .as_bytes(),
+        ] {
+            let shown = String::from_utf8_lossy(text);
+            assert!(Message::from_slice(text).is_err(), "{shown}");
+            assert!(
+                matches!(read(text), Ok(Incoming::Request { .. })),
+                "{shown}"
+            );
+        }
+    }
+}
