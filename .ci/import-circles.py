@@ -4,8 +4,9 @@
 Between crates Cargo forbids a cycle; inside a crate nothing does, so this reads every
 `crate::`, `super::` and `self::` path of each crate's files (in `use` lines and in code),
 resolves it to the module file it names, and reports each group of files that reach each other.
-A module's `mod` declarations are the module tree, not imports, and are not counted; its `use`
-of a child module's item (a re-export) is.
+A module's `mod` declarations and its re-exports of its own descendants' items are the module
+tree, not imports, and are not counted; any other `use` is, and a path to a re-exported name
+counts as an import of the module the path names and of the one that defines the name.
 
 Usage: .ci/import-circles.py [--graph]   (--graph also prints every file's imports)
 """
@@ -129,16 +130,23 @@ def imports(mods, exported, module, file):
     # Paths in code, outside `use` lines (a re-export's own path is not an import).
     code = USE.sub("", text)
     candidates = uses(text, public=False) + [m.group(0) for m in PATH.finditer(code)]
+    for path in uses(text, public=True):
+        target, _ = resolve(mods, module, path)
+        if target is not None and target[: len(module)] != tuple(module):
+            candidates.append(path)
     found = set()
     for path in candidates:
         target, item = resolve(mods, module, path)
-        # A name a module only re-exports is taken from where it is defined.
+        # A name a module re-exports is taken both from that module (the file the path names)
+        # and from where it is defined.
         for _ in range(8):
-            if target is None or item not in exported.get(target, {}):
+            if target is None:
+                break
+            if mods[target] != file:
+                found.add(mods[target])
+            if item not in exported.get(target, {}):
                 break
             target, item = exported[target][item], None
-        if target is not None and mods[target] != file:
-            found.add(mods[target])
     return found
 
 

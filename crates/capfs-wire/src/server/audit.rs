@@ -10,10 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-mod bounds;
-
 use super::params::{CallParams, sent_before_run};
-pub(crate) use bounds::{note_paths, sent_paths};
 
 use crate::protocol::codex::FS_OPEN_METHOD;
 use crate::protocol::{

@@ -11,15 +11,16 @@ use std::any::Any;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
 use serde_json::value::RawValue;
 
+mod sent;
 mod types;
 
-use super::audit::{note_paths, sent_paths};
 use super::codex::policy::{Need, Policy};
 use super::payload::invalid_input;
 use crate::protocol::codex::SandboxContext;
 use crate::protocol::uri::PathForm;
 use crate::protocol::{ErrorObject, INVALID_PARAMS, RequestParams, WirePath};
 use capfs::ExecutorFileSystem;
+use sent::{note_paths, sent_paths};
 
 /// A request's params as the server has them: decoded into their method's type as the message
 /// was read, or their JSON text.
