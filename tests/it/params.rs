@@ -81,17 +81,45 @@ async fn a_member_sent_twice_is_refused() {
     let server = serve(&env).await;
     let mut peer = RawPeer::ready(&server.url).await;
     let first = env.p("a.txt").to_string();
+    let params = format!(r#"{{"path":"{first}","streamId":1,"path":"/etc/passwd"}}"#);
     for method in ["fs/readFile", "capfs/readFileStream", "fs/getMetadata"] {
-        let text = format!(
-            r#"{{"id":5,"method":"{method}","params":{{"path":"{first}","streamId":1,"path":"/etc/passwd"}}}}"#
-        );
-        peer.send_text(text).await;
-        let reply = peer.reply_to(&json!(5)).await;
-        let (code, _, message) = error_of(&reply);
-        assert_eq!(code, -32602, "{method}: {reply}");
-        assert_eq!(
-            message, "invalid params: duplicate field `path`",
-            "{method}"
-        );
+        // Params after their method are decoded as the message is read, params before it from
+        // their text: both refuse alike.
+        for text in [
+            format!(r#"{{"id":5,"method":"{method}","params":{params}}}"#),
+            format!(r#"{{"params":{params},"id":5,"method":"{method}"}}"#),
+        ] {
+            peer.send_text(text.clone()).await;
+            let reply = peer.reply_to(&json!(5)).await;
+            let (code, _, message) = error_of(&reply);
+            assert_eq!(code, -32602, "{text}: {reply}");
+            assert_eq!(message, "invalid params: duplicate field `path`", "{text}");
+        }
     }
+}
+
+#[tokio::test]
+async fn params_are_read_alike_before_and_after_their_method() {
+    let env = env(false).await;
+    env.mkfile("a.txt", b"kept");
+    let server = serve(&env).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    let params = format!(
+        r#"{{"path":"{}","unread":[1e999,"\ud800"]}}"#,
+        env.p("a.txt")
+    );
+    let mut replies = Vec::new();
+    for text in [
+        format!(r#"{{"id":6,"method":"fs/readFile","params":{params}}}"#),
+        format!(r#"{{"params":{params},"method":"fs/readFile","id":6}}"#),
+    ] {
+        peer.send_text(text).await;
+        replies.push(peer.reply_to(&json!(6)).await);
+    }
+    assert_eq!(
+        replies[0]["result"]["dataBase64"], "a2VwdA==",
+        "{}",
+        replies[0]
+    );
+    assert_eq!(replies[0], replies[1]);
 }
