@@ -104,15 +104,15 @@ async fn params_are_read_alike_before_and_after_their_method() {
     env.mkfile("a.txt", b"kept");
     let server = serve(&env).await;
     let mut peer = RawPeer::ready(&server.url).await;
-    let params = format!(
-        r#"{{"path":"{}","unread":[1e999,"\ud800"]}}"#,
-        env.p("a.txt")
-    );
+    let path = env.p("a.txt");
+    let orders = |params: &str| {
+        [
+            format!(r#"{{"id":6,"method":"fs/readFile","params":{params}}}"#),
+            format!(r#"{{"params":{params},"method":"fs/readFile","id":6}}"#),
+        ]
+    };
     let mut replies = Vec::new();
-    for text in [
-        format!(r#"{{"id":6,"method":"fs/readFile","params":{params}}}"#),
-        format!(r#"{{"params":{params},"method":"fs/readFile","id":6}}"#),
-    ] {
+    for text in orders(&format!(r#"{{"path":"{path}","unread":[1,"x"]}}"#)) {
         peer.send_text(text).await;
         replies.push(peer.reply_to(&json!(6)).await);
     }
@@ -122,4 +122,16 @@ async fn params_are_read_alike_before_and_after_their_method() {
         replies[0]
     );
     assert_eq!(replies[0], replies[1]);
+
+    // A value no one reads is still checked as decoding the message would check it: the
+    // message is refused as unreadable, whichever order its members come in.
+    for unread in [r#""\ud800""#, "1e999"] {
+        for text in orders(&format!(r#"{{"path":"{path}","unread":{unread}}}"#)) {
+            peer.send_text(text.clone()).await;
+            let reply = peer.reply_to(&json!(-1)).await;
+            let (code, _, message) = error_of(&reply);
+            assert_eq!(code, -32600, "{text}: {reply}");
+            assert!(message.starts_with("failed to parse"), "{text}: {reply}");
+        }
+    }
 }

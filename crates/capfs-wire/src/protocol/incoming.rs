@@ -4,15 +4,14 @@
 //! stay their JSON text, decoded once, later, by whoever runs the method.
 //!
 //! What the reading accepts and refuses is what [`Message::from_slice`] does, with its error
-//! messages, but for values no one reads: the text must be UTF-8 and JSON throughout, and a
-//! value the method does not read (a member of the params its type does not have, a member of
-//! the message beside `id`, `method` and `params`) is skipped without being decoded, so a lone
-//! surrogate or a number past `f64` there is not an error.
+//! messages. Skipping a value (a member no one reads) is laxer than decoding it: it lets through
+//! lone surrogates, numbers past `f64` and nesting past the depth limit. So the text is first
+//! checked as decoding checks it, every string and number decoded and nothing kept.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -68,7 +67,9 @@ impl<D> Incoming<D> {
         // A request with its params decoded as it is read; failing that (params that do not
         // decode, a member repeated, anything that is not a request), read again with the
         // params kept as text, and failing that the general way, for its error.
-        if let Ok(text) = std::str::from_utf8(bytes) {
+        if let Ok(text) = std::str::from_utf8(bytes)
+            && serde_json::from_str::<Checked>(text).is_ok()
+        {
             let seeded = MembersVisitor {
                 seed_for: &seed_for,
             };
@@ -96,6 +97,60 @@ impl<D> Incoming<D> {
             Message::Notification(n) => Incoming::Notification { method: n.method },
             Message::Response(_) | Message::Error(_) => Incoming::Reply,
         })
+    }
+}
+
+/// A JSON text read as a `Value` would be, every string and number decoded and checked, with
+/// nothing kept.
+struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_entry::<Checked, Checked>()?.is_some() {}
+        Ok(Checked)
     }
 }
 
@@ -247,6 +302,11 @@ mod tests {
     /// same error text, and keeps a request's params as sent.
     #[test]
     fn messages_read_as_the_general_way_reads_them() {
+        let deep = format!(
+            r#"{{"id":1,"method":"n","params":{}0{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
         let cases: &[&[u8]] = &[
             br#"{"id":1,"method":"m","params":{"path":"/x"}}"#,
             br#"{"jsonrpc":"2.0","id":"a","method":"m","params":[1,{"b":null}]}"#,
@@ -278,6 +338,15 @@ mod tests {
             // Not UTF-8, where no one reads and where the params are.
             b"{\"id\":1,\"method\":\"m\",\"pasams\":{\"path\":\"/a\x89txt\"}}",
             b"{\"id\":1,\"method\":\"m\",\"params\":{\"x\":\"\xff\"}}",
+            // Laxer to skip than to decode: lone surrogates, numbers out of range and nesting
+            // past the depth limit, where no one reads them (beside the message's members, a
+            // member of params their type does not have, params of a method with no seed).
+            br#"{"id":1,"method":"m","other":"\ud800"}"#,
+            br#"{"id":1,"method":"m","other":1e400}"#,
+            br#"{"id":1,"method":"m","params":{"x":"\udc00"}}"#,
+            br#"{"id":1,"method":"m","params":{"x":"\ud800\u0041"}}"#,
+            br#"{"id":1,"method":"n","params":[-1e400]}"#,
+            deep.as_bytes(),
         ];
         for bytes in cases {
             let shown = String::from_utf8_lossy(bytes);
@@ -323,28 +392,18 @@ mod tests {
         }
     }
 
-    /// A value no one reads is skipped, not decoded: a lone surrogate or a number past `f64`
-    /// there is no error, as it is for the general way, which decodes everything.
+    /// A member of params their type does not read is checked as decoding checks it: refused
+    /// with the general way's error, not skipped.
     #[test]
-    fn values_no_one_reads_are_skipped() {
+    fn members_a_params_type_does_not_have_are_checked() {
         for text in [
-            br#"{"id":1,"method":"m","other":"\ud800"}"#.as_slice(),
-            br#"{"id":1,"method":"m","other":1e400}"#,
-            br#"{"id":1,"method":"n","params":{"x":"\udc00"}}"#,
-            br#"{"id":1,"method":"n","params":[-1e400]}"#,
-            format!(
-                r#"{{"id":1,"method":"n","params":{}0{}}}"#,
-                "[".repeat(200),
-                "]".repeat(200)
-            )
-            .as_bytes(),
+            br#"{"id":1,"method":"m","params":{"path":"/a","x":"\ud800"}}"#.as_slice(),
+            br#"{"id":1,"method":"m","params":{"path":"/a","x":-1e400}}"#,
         ] {
             let shown = String::from_utf8_lossy(text);
-            assert!(Message::from_slice(text).is_err(), "{shown}");
-            assert!(
-                matches!(read(text), Ok(Incoming::Request { .. })),
-                "{shown}"
-            );
+            let read = Incoming::read(text, |method| (method == "m").then_some(PathOnly));
+            let expected = Message::from_slice(text).expect_err("the general way refuses it");
+            assert_eq!(read.expect_err(&shown).to_string(), expected.to_string());
         }
     }
 }
