@@ -4,18 +4,20 @@
 //! stay their JSON text, decoded once, later, by whoever runs the method.
 //!
 //! What the reading accepts and refuses is what [`Message::from_slice`] does, with its error
-//! messages. Skipping a value (a member no one reads) is laxer than decoding it: it lets through
-//! lone surrogates, numbers past `f64` and nesting past the depth limit. So the text is first
-//! checked as decoding checks it, every string and number decoded and nothing kept.
+//! messages. Skipping a value (a member no one reads) is laxer than decoding it, so every value
+//! no one reads is checked instead (`checked.rs`): the message's other members as they are
+//! passed, the params' through [`Strict`], and params kept as text with the whole message
+//! before they are taken.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::checked::{Checked, Strict};
 use super::{Message, RequestId};
 
 /// A request's params as the server has them from reading its message.
@@ -64,22 +66,29 @@ impl<D> Incoming<D> {
     where
         S: for<'de> DeserializeSeed<'de, Value = D>,
     {
-        // A request with its params decoded as it is read; failing that (params that do not
-        // decode, a member repeated, anything that is not a request), read again with the
-        // params kept as text, and failing that the general way, for its error.
-        if let Ok(text) = std::str::from_utf8(bytes)
-            && serde_json::from_str::<Checked>(text).is_ok()
-        {
+        // A request with its params decoded as it is read, through `Strict`, and the members
+        // no one reads checked: every value of the message read or checked in one pass. Params
+        // kept as text were only skipped over, so the whole text is checked before they are
+        // taken. Failing that (params that do not decode, a member repeated, anything that is
+        // not a request), the params are read again as text, and failing that the general way
+        // reads the message, for its error.
+        if let Ok(text) = std::str::from_utf8(bytes) {
             let seeded = MembersVisitor {
                 seed_for: &seed_for,
             };
-            if let Ok(Some(request)) = read_with(text, seeded) {
-                return Ok(request);
+            match read_with(text, seeded) {
+                Ok(Some(request @ Incoming::Request { .. })) if !request.has_text_params() => {
+                    return Ok(request);
+                }
+                Ok(Some(request)) if checked(text) => return Ok(request),
+                _ => {}
             }
             let unseeded = MembersVisitor {
                 seed_for: &|_: &str| None::<S>,
             };
-            if let Ok(Some(request)) = read_with(text, unseeded) {
+            if let Ok(Some(request)) = read_with(text, unseeded)
+                && checked(text)
+            {
                 return Ok(request);
             }
         }
@@ -100,58 +109,21 @@ impl<D> Incoming<D> {
     }
 }
 
-/// A JSON text read as a `Value` would be, every string and number decoded and checked, with
-/// nothing kept.
-struct Checked;
-
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(CheckedVisitor)
+impl<D> Incoming<D> {
+    fn has_text_params(&self) -> bool {
+        matches!(
+            self,
+            Incoming::Request {
+                params: RequestParams::Text(_),
+                ..
+            }
+        )
     }
 }
 
-struct CheckedVisitor;
-
-impl<'de> Visitor<'de> for CheckedVisitor {
-    type Value = Checked;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_unit<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
-        while seq.next_element::<Checked>()?.is_some() {}
-        Ok(Checked)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        while map.next_entry::<Checked, Checked>()?.is_some() {}
-        Ok(Checked)
-    }
+/// Whether `text` decodes as a `Value` would: its strings, numbers and depth.
+fn checked(text: &str) -> bool {
+    serde_json::from_str::<Checked>(text).is_ok()
 }
 
 /// The request `text` holds, read by `visitor`; `None` when it holds a JSON object that is not
@@ -227,7 +199,7 @@ where
                     members.params = match method.and_then(self.seed_for) {
                         Some(seed) => {
                             members.seeded_for = method.map(str::to_owned);
-                            RequestParams::Decoded(map.next_value_seed(seed)?)
+                            RequestParams::Decoded(map.next_value_seed(Strict(seed))?)
                         }
                         None => {
                             members.seeded_for = None;
@@ -240,7 +212,7 @@ where
                     };
                 }
                 _ => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value::<Checked>()?;
                 }
             }
         }

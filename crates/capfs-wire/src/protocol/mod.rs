@@ -8,6 +8,7 @@
 //! Every struct here is `#[non_exhaustive]`: the protocol adds members to its messages, and a
 //! new field must not break a caller. Outside this crate they are read, and built by decoding.
 
+mod checked;
 mod envelope;
 mod error_data;
 mod file_params;
