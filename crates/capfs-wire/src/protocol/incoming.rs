@@ -68,25 +68,25 @@ impl<D> Incoming<D> {
     {
         // A request with its params decoded as it is read, through `Strict`, and the members
         // no one reads checked: every value of the message read or checked in one pass. Params
-        // kept as text were only skipped over, so the whole text is checked before they are
-        // taken. Failing that (params that do not decode, a member repeated, anything that is
-        // not a request), the params are read again as text, and failing that the general way
-        // reads the message, for its error.
+        // kept as text (no seed for the method, the seed refused them, the method named twice)
+        // were only skipped over, so the whole text is checked before they are taken. Failing
+        // that, the general way reads the message, for its error.
         if let Ok(text) = std::str::from_utf8(bytes) {
             let seeded = MembersVisitor {
                 seed_for: &seed_for,
             };
-            match read_with(text, seeded) {
-                Ok(Some(request @ Incoming::Request { .. })) if !request.has_text_params() => {
-                    return Ok(request);
+            let request = match read_with(text, seeded) {
+                Ok(Some(request)) if !request.has_text_params() => return Ok(request),
+                // Kept as text already: what a reading without a seed gives.
+                Ok(Some(request)) => Some(request),
+                _ => {
+                    let unseeded = MembersVisitor {
+                        seed_for: &|_: &str| None::<S>,
+                    };
+                    read_with(text, unseeded).ok().flatten()
                 }
-                Ok(Some(request)) if checked(text) => return Ok(request),
-                _ => {}
-            }
-            let unseeded = MembersVisitor {
-                seed_for: &|_: &str| None::<S>,
             };
-            if let Ok(Some(request)) = read_with(text, unseeded)
+            if let Some(request) = request
                 && checked(text)
             {
                 return Ok(request);
@@ -107,9 +107,7 @@ impl<D> Incoming<D> {
             Message::Response(_) | Message::Error(_) => Incoming::Reply,
         })
     }
-}
 
-impl<D> Incoming<D> {
     fn has_text_params(&self) -> bool {
         matches!(
             self,

@@ -77,7 +77,8 @@ pub(crate) enum Step {
 pub(crate) struct FsCall {
     pub id: RequestId,
     pub method: String,
-    /// The params' text, decoded once by whoever runs the method.
+    /// The params: decoded into the method's type as the message was read, or their text,
+    /// decoded once by whoever runs the method.
     pub params: CallParams,
     /// The method's row in the table, looked up once when the request arrived; `None` for a
     /// method the table does not have.
