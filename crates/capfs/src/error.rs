@@ -15,12 +15,14 @@ use std::path::Path;
 use crate::path::AbsolutePathBuf;
 
 mod denial;
+mod identity;
 mod kinds;
 mod process;
 pub use denial::denied_from_message;
 pub use denial::{Denial, denial, raw_os_error};
 use denial::{Denied, WithPath};
 pub(crate) use denial::{is_escape, unnamed_escape};
+pub(crate) use identity::*;
 pub use kinds::{kind_name, kind_of_name, named_kinds};
 pub(crate) use process::*;
 

@@ -69,6 +69,7 @@ pub mod artifact;
 pub mod audit;
 pub mod error;
 mod file_system;
+pub mod identity;
 mod local;
 mod path;
 pub mod process;

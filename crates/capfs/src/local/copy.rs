@@ -114,12 +114,13 @@ fn copy_file(
     }
     let free = target.existing.is_none();
     let (parent, name, clone) = (&target.parent, &target.name, dst.root.may_clone());
-    write_copy(&file, &source_metadata, parent, name, free, clone)
+    let owner = target.existing_owner();
+    write_copy(&file, &source_metadata, parent, name, owner, free, clone)
         .map_err(|e| with_path(destination, e))
 }
 
 /// Copies `file` (whose metadata at opening is `metadata`) into a new file that replaces `name`
-/// in `parent`, with its permissions (without setuid and setgid, see [`replace_file`]). The
+/// in `parent` and keeps its `owner`, with the source's permissions (without setuid and setgid, see [`replace_file`]). The
 /// data moves inside the kernel and holes stay holes (see `contents.rs`); a reflink is tried
 /// first when `may_clone`.
 fn write_copy(
@@ -127,13 +128,14 @@ fn write_copy(
     metadata: &Metadata,
     parent: &Dir,
     name: &OsStr,
+    owner: Option<(u32, u32)>,
     name_is_free: bool,
     may_clone: bool,
 ) -> io::Result<()> {
     let len = metadata.len();
     let sparse = metadata.blocks().saturating_mul(512) < len;
     let permissions = Some(metadata.permissions());
-    replace_file(parent, name, permissions, name_is_free, |out| {
+    replace_file(parent, name, permissions, owner, name_is_free, |out| {
         contents::copy_contents(file, &*out, len, sparse, may_clone)
     })
 }
@@ -322,7 +324,7 @@ fn copy_entries(
                 Err(e) => return Err(src_err(e)),
             };
             // A tree is usually copied into a new directory: its names are taken to be free.
-            write_copy(&file, &metadata, dst_dir, &name, true, may_clone)
+            write_copy(&file, &metadata, dst_dir, &name, None, true, may_clone)
                 .map_err(|e| with_path(destination, e))?;
         }
     }

@@ -33,6 +33,8 @@ pub(crate) struct StagedFile {
     name: Option<OsString>,
     /// Permission bits to give the file: the existing file's, when there was one.
     keep_mode: Option<u32>,
+    /// The owner and group to give the file: the existing file's, when there was one.
+    keep_owner: Option<(u32, u32)>,
     /// Nothing had the target's name when the write started: the commit first tries to link
     /// the file under it directly.
     name_is_free: bool,
@@ -46,12 +48,13 @@ impl std::fmt::Debug for StagedFile {
 
 impl StagedFile {
     /// A new empty file in `parent`, to replace `target` there once complete. `keep_mode` are
-    /// the permission bits of the file it replaces, if any; `name_is_free` says nothing had
-    /// the name when the write started.
+    /// the permission bits of the file it replaces, if any, and `keep_owner` its owner and
+    /// group; `name_is_free` says nothing had the name when the write started.
     pub(crate) fn new(
         parent: Dir,
         target: &OsStr,
         keep_mode: Option<u32>,
+        keep_owner: Option<(u32, u32)>,
         name_is_free: bool,
     ) -> io::Result<Self> {
         let flags = OFlags::CLOEXEC | OFlags::TMPFILE | OFlags::WRONLY;
@@ -73,6 +76,7 @@ impl StagedFile {
             file,
             name,
             keep_mode,
+            keep_owner,
             name_is_free,
         })
     }
@@ -84,6 +88,8 @@ impl StagedFile {
 
     /// Applies `options` and moves the file over its target.
     pub(crate) fn commit(mut self, options: WriteOptions) -> io::Result<()> {
+        // The owner first: a change of owner clears the bits the mode then sets.
+        keep_owner(&self.file, self.keep_owner)?;
         let mode = options.mode.or(self.keep_mode);
         if let Some(mode) = mode {
             let permissions = std::fs::Permissions::from_mode(mode & PERMISSION_BITS);
@@ -113,6 +119,25 @@ impl StagedFile {
         let (_, name) = with_random_name(|name| link_by_fd(&self.file, &self.parent, name))?;
         Ok(name)
     }
+}
+
+/// Gives `file` the owner and group `owner`, when it has other ones: a replacement keeps the
+/// owner of what it replaces. A process that may not give them (not root, and not the owner,
+/// or not in the group) fails with `PermissionDenied`, and the replace does not happen.
+pub(crate) fn keep_owner(file: &impl AsFd, owner: Option<(u32, u32)>) -> io::Result<()> {
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
+    let stat = rustix::fs::fstat(file)?;
+    if stat.st_uid == uid && stat.st_gid == gid {
+        return Ok(());
+    }
+    let new_uid = (stat.st_uid != uid).then(|| rustix::fs::Uid::from_raw(uid));
+    let new_gid = (stat.st_gid != gid).then(|| rustix::fs::Gid::from_raw(gid));
+    rustix::fs::fchown(file, new_uid, new_gid).map_err(|e| match e {
+        Errno::PERM => crate::error::owner_not_kept(uid, gid),
+        e => e.into(),
+    })
 }
 
 /// Links the nameless `file` (or one with a temporary name) into `parent` as `name` when no
@@ -189,7 +214,7 @@ mod tests {
     fn commits_link_new_names_and_rename_over_existing_ones() {
         let tmp = tempfile::tempdir().unwrap();
         let open = || Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
-        let mut staged = StagedFile::new(open(), OsStr::new("new"), None, true).unwrap();
+        let mut staged = StagedFile::new(open(), OsStr::new("new"), None, None, true).unwrap();
         staged.write(b"first").unwrap();
         // Not linkable under a name that is taken, which keeps its content.
         std::fs::write(tmp.path().join("taken"), b"old").unwrap();
@@ -198,7 +223,7 @@ mod tests {
         staged.commit(WriteOptions::default()).unwrap();
         assert_eq!(std::fs::read(tmp.path().join("new")).unwrap(), b"first");
 
-        let mut staged = StagedFile::new(open(), OsStr::new("taken"), None, false).unwrap();
+        let mut staged = StagedFile::new(open(), OsStr::new("taken"), None, None, false).unwrap();
         staged.write(b"second").unwrap();
         staged.commit(WriteOptions::default()).unwrap();
         assert_eq!(std::fs::read(tmp.path().join("taken")).unwrap(), b"second");

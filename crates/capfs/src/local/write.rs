@@ -39,7 +39,9 @@ pub(crate) fn stage(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<StagedFile
         .existing_file_permissions(path)?
         .map(|p| cap_std::fs::PermissionsExt::mode(&p));
     let free = target.existing.is_none();
-    StagedFile::new(target.parent, &target.name, keep_mode, free).map_err(|e| with_path(path, e))
+    let owner = target.existing_owner();
+    StagedFile::new(target.parent, &target.name, keep_mode, owner, free)
+        .map_err(|e| with_path(path, e))
 }
 
 /// Sets a file's modification time to `ms` milliseconds after the Unix epoch (its access time
@@ -79,13 +81,21 @@ fn write_with(
         )));
     }
     let free = target.existing.is_none();
-    replace_file(&target.parent, &target.name, permissions, free, |file| {
-        fill(file)?;
-        if let Some(ms) = options.modified_at_ms {
-            set_modified_ms(file, ms)?;
-        }
-        Ok(())
-    })
+    let owner = target.existing_owner();
+    replace_file(
+        &target.parent,
+        &target.name,
+        permissions,
+        owner,
+        free,
+        |file| {
+            fill(file)?;
+            if let Some(ms) = options.modified_at_ms {
+                set_modified_ms(file, ms)?;
+            }
+            Ok(())
+        },
+    )
     .map_err(|e| with_path(path, e))
 }
 
@@ -160,6 +170,12 @@ impl WriteTarget {
             Some(_) => Err(error::not_regular_file(path)),
         }
     }
+
+    /// The owner and group of what is at the name now, which a replacement keeps.
+    pub(crate) fn existing_owner(&self) -> Option<(u32, u32)> {
+        use cap_std::fs::MetadataExt as _;
+        self.existing.as_ref().map(|m| (m.uid(), m.gid()))
+    }
 }
 
 /// A relative link text as it is; an absolute one relative to the root when it names a place
@@ -179,6 +195,9 @@ fn absolute_text_under_root(root: &Root, text: &Path) -> Option<PathBuf> {
 /// unnamed file over another, it is linked under a random name just before the rename, and a
 /// crash in that instant leaves a whole copy under that name (never a partial file at `name`).
 ///
+/// The file gets `owner` (the owner and group of the file it replaces) before its permissions,
+/// or the replace fails with `PermissionDenied` and `name` is left as it was.
+///
 /// `permissions` are applied without their setuid, setgid and sticky bits, as the kernel drops
 /// setuid and setgid when another user writes a file: a copy or rewrite of a privileged program
 /// never hands out a new privileged program.
@@ -186,11 +205,13 @@ pub(crate) fn replace_file(
     parent: &Dir,
     name: &OsStr,
     permissions: Option<Permissions>,
+    owner: Option<(u32, u32)>,
     name_is_free: bool,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut temp = TempFile::new(parent)?;
     fill(temp.as_file_mut())?;
+    super::stage::keep_owner(temp.as_file(), owner)?;
     if let Some(permissions) = permissions {
         let plain = Permissions::from_std(std::fs::Permissions::from_mode(
             permissions.mode() & PLAIN_MODE_BITS,

@@ -10,7 +10,8 @@ use rustix::io::Errno;
 use rustix::process::{Gid, Resource, Rlimit, Uid};
 use rustix::thread::UnshareFlags;
 
-use super::mounts::ReadOnlyMounts;
+use super::init;
+use super::mounts::Mounts;
 use super::policy::{Network, RunAs};
 
 /// The steps the child takes, in order, before it runs the program. Any failure stops the
@@ -23,11 +24,17 @@ pub(crate) struct ChildSetup {
     pub tty: bool,
     /// The process's cgroup's `cgroup.procs`, which the child enters by writing `0`.
     pub cgroup_procs: Option<OwnedFd>,
-    /// Namespaces to unshare: `None` keeps the host's network.
+    /// Namespaces to unshare; with `NEWPID`, the process runs under a keeper and an init of
+    /// its own (`init.rs`) and is the first process of the new PID namespace after its init.
     pub namespaces: Option<UnshareFlags>,
-    /// Directories bound read-only over themselves in a mount namespace of the process's own
-    /// (`namespaces` then holds `NEWNS`).
-    pub read_only: Option<ReadOnlyMounts>,
+    /// The maps of a new user namespace (the starter is not root): its own ids, mapped to
+    /// themselves.
+    pub id_maps: Option<IdMaps>,
+    /// The mount table of the process (`namespaces` then holds `NEWNS` and `NEWPID`).
+    pub mounts: Option<Mounts>,
+    /// A second descriptor of the Landlock ruleset, for the rule of the `/proc` the child
+    /// mounts (which did not exist when the parent built the ruleset).
+    pub proc_rule: Option<OwnedFd>,
     /// The netlink request that sets `lo` up in the new network namespace.
     pub loopback_up: Option<[u8; LOOPBACK_UP_LEN]>,
     /// The limits to set.
@@ -62,12 +69,61 @@ pub(crate) fn loopback_up_request() -> [u8; LOOPBACK_UP_LEN] {
     msg
 }
 
+/// The contents of `/proc/self/uid_map` and `gid_map` that map one id to itself.
+#[derive(Debug)]
+pub(crate) struct IdMaps {
+    uid_map: [u8; 40],
+    uid_len: usize,
+    gid_map: [u8; 40],
+    gid_len: usize,
+}
+
+impl IdMaps {
+    /// The maps of the caller's effective user and group.
+    pub(crate) fn of_current() -> Self {
+        let line = |id: u32| {
+            let text = format!("{id} {id} 1\n");
+            let mut bytes = [0u8; 40];
+            bytes[..text.len()].copy_from_slice(text.as_bytes());
+            (bytes, text.len())
+        };
+        let (uid_map, uid_len) = line(rustix::process::geteuid().as_raw());
+        let (gid_map, gid_len) = line(rustix::process::getegid().as_raw());
+        Self {
+            uid_map,
+            uid_len,
+            gid_map,
+            gid_len,
+        }
+    }
+
+    /// Writes the maps of the caller's new user namespace (groups cannot be changed there).
+    fn write(&self) -> io::Result<()> {
+        write_proc(c"/proc/self/setgroups", b"deny")?;
+        write_proc(c"/proc/self/uid_map", &self.uid_map[..self.uid_len])?;
+        write_proc(c"/proc/self/gid_map", &self.gid_map[..self.gid_len])
+    }
+}
+
+fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    if rustix::io::write(&fd, bytes)? != bytes.len() {
+        return Err(Errno::IO.into());
+    }
+    Ok(())
+}
+
 impl ChildSetup {
     /// The steps before namespaces are unshared: a new session (the starter's controlling
-    /// terminal becomes unreachable), the terminal, the directory, the cgroup.
+    /// terminal becomes unreachable), the terminal (unless the process gets it under its init),
+    /// the directory, the cgroup.
     fn enter(&self) -> io::Result<()> {
         rustix::process::setsid()?;
-        if self.tty {
+        if self.tty && !self.pid_namespace() {
             rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
         }
         rustix::process::fchdir(&self.cwd)?;
@@ -80,9 +136,17 @@ impl ChildSetup {
         Ok(())
     }
 
-    /// The steps after the namespaces: `lo`, limits, identity, then Landlock (which also sets
-    /// `no_new_privs`) last, so that nothing after it needs what it takes away.
-    fn confine(&mut self) -> io::Result<()> {
+    fn pid_namespace(&self) -> bool {
+        self.namespaces
+            .is_some_and(|flags| flags.contains(UnshareFlags::NEWPID))
+    }
+
+    /// The steps right after the namespaces, which the keeper, the init and the process all
+    /// share: the maps of a new user namespace, `lo`, the limits.
+    fn share(&self) -> io::Result<()> {
+        if let Some(maps) = &self.id_maps {
+            maps.write()?;
+        }
         if let Some(request) = &self.loopback_up {
             bring_loopback_up(request)?;
         }
@@ -95,6 +159,36 @@ impl ChildSetup {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// The steps of the process itself under its init: a session of its own, with the
+    /// terminal as its controlling terminal.
+    fn lead(&self) -> io::Result<()> {
+        rustix::process::setsid()?;
+        if self.tty {
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+        }
+        Ok(())
+    }
+
+    /// The rule of the new `/proc`: read its files and list its directories.
+    fn allow_proc(&self) -> io::Result<()> {
+        let Some(ruleset) = &self.proc_rule else {
+            return Ok(());
+        };
+        let proc = rustix::fs::open(
+            c"/proc",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        init::add_path_rule(ruleset, &proc, init::PROC_ACCESS)
+    }
+
+    /// The last steps: identity, then Landlock (which also sets `no_new_privs`), then seccomp,
+    /// so that nothing after them needs what they take away.
+    fn confine(&mut self) -> io::Result<()> {
+        self.allow_proc()?;
         if let Some(run_as) = self.run_as {
             rustix::thread::set_thread_groups(&[])?;
             rustix::thread::set_thread_res_gid(
@@ -150,16 +244,15 @@ fn bring_loopback_up(request: &[u8; LOOPBACK_UP_LEN]) -> io::Result<()> {
 /// The namespaces a process gets for `network`: a network namespace of its own unless it may
 /// use the host's, and a user namespace too when the starter is not root (an unprivileged
 /// user may create a network namespace only inside a user namespace it owns).
-/// With `mounts`, a mount namespace too (inside a user namespace when not root, for the same
-/// reason).
-pub(crate) fn namespaces(network: Network, as_root: bool, mounts: bool) -> Option<UnshareFlags> {
+/// Always a mount namespace (the host read-only, the roots writable) and a PID namespace (the
+/// process sees its own processes only, and they all end with it), inside a user namespace
+/// when not root, for the same reason.
+pub(crate) fn namespaces(network: Network, as_root: bool) -> Option<UnshareFlags> {
     let mut flags = match network {
         Network::All => UnshareFlags::empty(),
         _ => UnshareFlags::NEWNET,
     };
-    if mounts {
-        flags |= UnshareFlags::NEWNS;
-    }
+    flags |= UnshareFlags::NEWNS | UnshareFlags::NEWPID;
     if !as_root && !flags.is_empty() {
         flags |= UnshareFlags::NEWUSER;
     }
@@ -171,44 +264,35 @@ pub(crate) fn namespaces(network: Network, as_root: bool, mounts: bool) -> Optio
 pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
-    // TIOCSCTTY, fchdir, write to a descriptor opened by the parent, unshare, socket, send and
-    // recv on the stack, mount (propagation), openat2 and fstat on paths the parent prepared,
-    // open_tree, mount_setattr on a `mount_attr` on the stack, move_mount, setrlimit,
-    // setgroups, setresgid, setresuid, prctl no_new_privs, landlock_restrict_self on the
-    // ruleset the parent built, seccomp with the filter the parent built, close_range)
-    // through rustix, the landlock and seccompiler crates and libc's raw `syscall`, none of
-    // which allocates or takes a lock: landlock 0.4.8's
+    // TIOCSCTTY, fchdir, open and write of `/proc/self` id maps from buffers the parent
+    // filled, write to a descriptor opened by the parent, unshare, socket, send and recv on
+    // the stack, mount (propagation, a new procfs), openat2 and fstat on paths the parent
+    // prepared, open_tree, mount_setattr on a `mount_attr` on the stack, move_mount,
+    // setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
+    // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
+    // parent built, close_range, and in `init.rs` pipe2, fork by the raw clone call,
+    // sigaction, waitpid, read, kill, _exit) through rustix, the landlock and seccompiler
+    // crates and libc, none of which allocates or takes a lock: landlock 0.4.8's
     // `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
     // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
-    // prctl and the syscall on a `sock_fprog` on the stack. Errors are errno values.
-    // `unshare` is given NEWNET, NEWNS and NEWUSER only, never FILES, and the child has one
-    // thread, so no other thread can observe a changed descriptor table.
+    // prctl and the syscall on a `sock_fprog` on the stack. The detached mount copies go into
+    // slots the parent made. Errors are errno values. `unshare` is given NEWNET, NEWNS,
+    // NEWPID and NEWUSER only, never FILES, and the child has one thread, so no other thread
+    // can observe a changed descriptor table.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;
             if let Some(flags) = setup.namespaces {
                 rustix::thread::unshare_unsafe(flags)?;
+                setup.share()?;
             }
-            if let Some(mounts) = &setup.read_only {
-                mounts.apply(|tree| {
-                    let attr = libc::mount_attr {
-                        attr_set: libc::MOUNT_ATTR_RDONLY,
-                        attr_clr: 0,
-                        propagation: 0,
-                        userns_fd: 0,
-                    };
-                    match libc::syscall(
-                        libc::SYS_mount_setattr,
-                        tree.as_raw_fd(),
-                        c"".as_ptr(),
-                        libc::AT_EMPTY_PATH,
-                        &raw const attr,
-                        size_of::<libc::mount_attr>(),
-                    ) {
-                        0 => Ok(()),
-                        _ => Err(io::Error::last_os_error()),
-                    }
-                })?;
+            if setup.pid_namespace() {
+                // Returns only in the process that goes on to run the program.
+                init::split()?;
+                setup.lead()?;
+            }
+            if let Some(mounts) = &mut setup.mounts {
+                mounts.apply(set_read_only)?;
             }
             setup.confine()?;
             // Descriptors the starter inherited without close-on-exec stay with it.
@@ -222,5 +306,34 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
                 _ => Err(io::Error::last_os_error()),
             }
         });
+    }
+}
+
+/// Makes the mount tree at `tree` read-only, with everything mounted below it when `recursive`.
+#[allow(unsafe_code)]
+fn set_read_only(tree: std::os::fd::BorrowedFd<'_>, recursive: bool) -> io::Result<()> {
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH;
+    if recursive {
+        flags |= libc::AT_RECURSIVE;
+    }
+    // SAFETY: `mount_setattr` reads the `mount_attr` on the stack and the empty path.
+    match unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &raw const attr,
+            size_of::<libc::mount_attr>(),
+        )
+    } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }

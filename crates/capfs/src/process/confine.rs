@@ -69,6 +69,8 @@ pub(crate) struct Reach<'a> {
     pub roots: &'a [Root],
     /// The process's private temporary directory.
     pub temp: &'a dyn AsFd,
+    /// Its session's private home, if it has one.
+    pub home: Option<&'a dyn AsFd>,
     /// Extra read-only paths from the policy.
     pub read_only: &'a [PathBuf],
     /// The network policy.
@@ -115,9 +117,11 @@ pub(crate) fn ruleset(reach: &Reach<'_>) -> io::Result<RulesetCreated> {
             .add_rule(PathBeneath::new(root.dir().as_fd(), access))
             .map_err(refused)?;
     }
-    ruleset = ruleset
-        .add_rule(PathBeneath::new(reach.temp.as_fd(), all))
-        .map_err(refused)?;
+    for private in std::iter::once(reach.temp).chain(reach.home) {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(private.as_fd(), all))
+            .map_err(refused)?;
+    }
     let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     let system = SYSTEM_READ.iter().map(|p| (Path::new(*p), read));
     let devices = DEVICES.iter().map(|p| (Path::new(*p), device));

@@ -15,7 +15,7 @@ use rustix::process::{PidfdFlags, Resource};
 use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
 use super::confine;
-use super::mounts::{self, ReadOnlyMounts};
+use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
 use super::run::{self, Wiring};
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
@@ -86,10 +86,9 @@ impl LocalProcesses {
                 return Err(error::run_as_needs_root());
             }
         }
-        let cgroups = if as_root {
-            CgroupParent::detect()
-        } else {
-            None
+        let cgroups = match policy.unconfined {
+            true => None,
+            false => CgroupParent::detect(),
         };
         let unix_filter = match (policy.unconfined, policy.network) {
             (false, Network::None | Network::Loopback) => Some(super::seccomp::no_unix_sockets()?),
@@ -135,12 +134,13 @@ fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     } else {
         "RLIMIT_NPROC"
     };
+    let mounts = "own mount namespace (host read-only, roots writable); own pid namespace";
     let user = match policy.run_as {
         Some(run_as) => format!("uid {} gid {}", run_as.uid, run_as.gid),
         None => "the starter's uid".to_owned(),
     };
     format!(
-        "landlock (fs, tcp, signal and abstract socket scopes); {network}; tasks bounded by {tasks}; {user}; no_new_privs"
+        "landlock (fs, tcp, signal and abstract socket scopes); {network}; {mounts}; tasks bounded by {tasks}; {user}; no_new_privs"
     )
 }
 
@@ -245,24 +245,43 @@ impl ExecutorProcesses for LocalProcesses {
             }
         };
         let cwd = open_cwd(sandbox, &request)?;
-        let read_only = match mount_dirs.is_empty() || inner.policy.unconfined {
-            true => None,
-            false => Some(ReadOnlyMounts {
-                dirs: mount_dirs,
-                cwd: mounts::Located::of(cwd.as_fd())?,
-            }),
-        };
         let policy = &inner.policy;
         let temp = make_temp(&policy.temp_parent, policy)?;
         let temp_dir = std::fs::File::open(&temp.0)?;
-        let ruleset = match policy.unconfined {
-            true => None,
-            false => Some(confine::ruleset(&confine::Reach {
+        let home = request.home.as_deref();
+        let confined = !policy.unconfined;
+        let mounts = match confined {
+            false => None,
+            true => {
+                let mut writable = Vec::new();
+                for root in sandbox.roots() {
+                    if root.access() == Access::ReadWrite {
+                        writable.push(mounts::Located::of(root.dir().as_fd())?);
+                    }
+                }
+                writable.push(mounts::Located::of(temp_dir.as_fd())?);
+                if let Some(home) = home {
+                    writable.push(mounts::Located::of(home.dir().as_fd())?);
+                }
+                let cwd = mounts::Located::of(cwd.as_fd())?;
+                Some(Mounts::new(writable, mount_dirs, cwd))
+            }
+        };
+        let ruleset = match confined {
+            false => None,
+            true => Some(confine::ruleset(&confine::Reach {
                 roots: sandbox.roots(),
                 temp: &temp_dir,
+                home: home.map(|h| h.dir() as &dyn AsFd),
                 read_only: &policy.read_only_paths,
                 network: policy.network,
             })?),
+        };
+        // The `/proc` of the process's PID namespace exists only once the child mounted it:
+        // the child adds its rule through a second descriptor of the ruleset.
+        let proc_rule = match &ruleset {
+            Some(ruleset) => Option::<OwnedFd>::from(ruleset.try_clone()?),
+            None => None,
         };
         let cgroup = match &inner.cgroups {
             Some(parent) => Some(parent.create(policy.max_tasks)?),
@@ -281,6 +300,9 @@ impl ExecutorProcesses for LocalProcesses {
         command.env_clear();
         command.envs(request.env.iter().map(|(k, v)| (k, v)));
         command.env("TMPDIR", &temp.0);
+        if let Some(home) = home {
+            command.env("HOME", home.path());
+        }
         match &pty {
             Some(pty) => {
                 command.stdin(Stdio::from(pty.terminal.try_clone()?));
@@ -298,7 +320,6 @@ impl ExecutorProcesses for LocalProcesses {
                 command.stderr(Stdio::piped());
             }
         }
-        let confined = !policy.unconfined;
         let tasks = match inner.cgroups.is_some() {
             // The cgroup bounds each process's tree; the user's count is a second line.
             true => policy.max_tasks.saturating_mul(policy.max_processes as u64),
@@ -311,9 +332,11 @@ impl ExecutorProcesses for LocalProcesses {
                 tty: tty.is_some(),
                 cgroup_procs,
                 namespaces: confined
-                    .then(|| child::namespaces(policy.network, inner.as_root, read_only.is_some()))
+                    .then(|| child::namespaces(policy.network, inner.as_root))
                     .flatten(),
-                read_only,
+                id_maps: (confined && !inner.as_root).then(child::IdMaps::of_current),
+                mounts,
+                proc_rule,
                 loopback_up: (confined && policy.network == Network::Loopback)
                     .then(child::loopback_up_request),
                 limits: [
@@ -355,25 +378,37 @@ impl ExecutorProcesses for LocalProcesses {
                 return run::launch(
                     child,
                     pidfd,
+                    confined,
                     cgroup,
                     wiring,
                     policy.time_limit,
-                    Box::new((slot, temp)),
+                    Box::new((slot, temp, request.home.clone())),
                 );
             }
         };
         run::launch(
             child,
             pidfd,
+            confined,
             cgroup,
             wiring,
             policy.time_limit,
-            Box::new((slot, temp)),
+            Box::new((slot, temp, request.home.clone())),
         )
     }
 
     fn time_limit(&self) -> Option<Duration> {
         self.inner.policy.time_limit
+    }
+
+    fn new_home(&self) -> io::Result<Option<super::Home>> {
+        let policy = &self.inner.policy;
+        let owner = if self.inner.as_root {
+            policy.run_as
+        } else {
+            None
+        };
+        super::Home::create(&policy.home_parent, owner).map(Some)
     }
 }
 

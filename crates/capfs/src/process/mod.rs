@@ -20,6 +20,8 @@ use crate::{AbsolutePathBuf, Access};
 mod cgroup;
 mod child;
 mod confine;
+mod home;
+mod init;
 mod local;
 mod mounts;
 mod policy;
@@ -27,6 +29,8 @@ mod pty;
 mod run;
 mod seccomp;
 
+pub use cgroup::delegate as delegate_cgroups;
+pub use home::Home;
 pub use local::LocalProcesses;
 pub use policy::{Network, ProcessPolicy, RunAs};
 
@@ -54,6 +58,9 @@ pub struct ProcessRequest {
     /// Narrows the roots for this process only: it reaches at most these directories, each
     /// with at most this access, and never more than the implementation's own roots allow.
     pub narrowing: Option<Vec<(AbsolutePathBuf, Access)>>,
+    /// The private home of the process's session ([`ExecutorProcesses::new_home`]): its
+    /// `HOME`, writable, whatever `env` says. Without one, `HOME` is what `env` says.
+    pub home: Option<std::sync::Arc<Home>>,
 }
 
 impl ProcessRequest {
@@ -67,6 +74,7 @@ impl ProcessRequest {
             tty: None,
             pipe_stdin: false,
             narrowing: None,
+            home: None,
         }
     }
 }
@@ -232,5 +240,11 @@ pub trait ExecutorProcesses: Send + Sync {
     /// The longest a process may run before it is ended, if bounded.
     fn time_limit(&self) -> Option<Duration> {
         None
+    }
+
+    /// A new private home for the processes of one session, outside the roots, removed once
+    /// the last holder drops it; `None` when the implementation has no private homes.
+    fn new_home(&self) -> io::Result<Option<Home>> {
+        Ok(None)
     }
 }

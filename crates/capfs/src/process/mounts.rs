@@ -1,10 +1,13 @@
-//! Directories kept read-only inside a writable root. Landlock rules only add rights, so a
-//! read-only directory under a writable one is held by the mount table instead: the child gets
-//! a mount namespace of its own, private (nothing propagates to or from the host), and a
-//! read-only bind mount of each such directory over itself. The parent opens each directory
-//! through the sandbox and records its path as the kernel names it and its identity; the child
-//! resolves that path with no link allowed and refuses to mount unless it finds the same
-//! directory, so a link or a directory swapped in since cannot redirect a mount.
+//! The mount table a confined process sees. Landlock rules only add rights and do not mediate
+//! changes of mode, owner or times, so two things are held by the mount table instead: the
+//! whole host is read-only for the process (a file outside the roots that its user owns cannot
+//! be `chmod`ed or `touch`ed), and a read-only directory under a writable root is a read-only
+//! bind of itself. The child gets a mount namespace of its own, private (nothing propagates to
+//! or from the host), with its writable directories bound writable over a read-only tree, and a
+//! `/proc` of its own PID namespace. The parent opens each directory through the sandbox and
+//! records its path as the kernel names it and its identity; the child resolves that path with
+//! no link allowed and refuses to mount unless it finds the same directory, so a link or a
+//! directory swapped in since cannot redirect a mount.
 
 use std::ffi::CString;
 use std::io;
@@ -13,7 +16,7 @@ use std::os::unix::ffi::OsStringExt;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
-use rustix::mount::{MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
+use rustix::mount::{MountFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
 
 use crate::error;
 use crate::sandbox::{Access, Root, Sandbox};
@@ -66,49 +69,106 @@ impl Located {
 
 /// What the child mounts, prepared by the parent.
 #[derive(Debug)]
-pub(crate) struct ReadOnlyMounts {
-    /// The directories to bind read-only over themselves.
-    pub dirs: Vec<Located>,
+pub(crate) struct Mounts {
+    /// The directories the process may write (its read-write roots, its temporary directory
+    /// and its home): writable binds of themselves over a read-only host.
+    pub writable: Vec<Located>,
+    /// The directories to bind read-only over themselves, inside writable ones.
+    pub read_only: Vec<Located>,
     /// The working directory, entered again once the mounts are in place: entered before, it
-    /// would stay on the writable directory beneath a mount.
+    /// would stay on what the mounts cover.
     pub cwd: Located,
+    /// One slot per writable directory for its detached copy, made by the parent so that the
+    /// child allocates nothing.
+    pub copies: Vec<Option<OwnedFd>>,
 }
 
-impl ReadOnlyMounts {
-    /// In the child, in a mount namespace of its own, with the privilege to mount: makes every
-    /// mount private, then binds each directory read-only over itself, then enters the working
-    /// directory again. `set_read_only` makes a detached tree read-only (`mount_setattr`).
-    /// Only system calls on memory prepared by the parent: nothing allocates.
+impl Mounts {
+    /// What a process sees, prepared for the child: `writable` and `read_only` directories, and
+    /// the working directory `cwd`.
+    pub(crate) fn new(writable: Vec<Located>, read_only: Vec<Located>, cwd: Located) -> Self {
+        let copies = writable.iter().map(|_| None).collect();
+        Self {
+            writable,
+            read_only,
+            cwd,
+            copies,
+        }
+    }
+
+    /// In the child, in mount and PID namespaces of its own, with the privilege to mount:
+    /// makes every mount private; copies each writable directory as it is; mounts a `/proc` of
+    /// the new PID namespace (it shows the process's own processes only); makes the whole
+    /// tree read-only, so that nothing outside the writable directories can be changed, not
+    /// its contents, not its modes, owners or times; puts the writable copies back over their
+    /// directories and the read-only binds over theirs; enters the working directory again.
+    /// `set_attr` applies a `mount_attr` to a tree (`mount_setattr`). Only system calls on
+    /// memory prepared by the parent: nothing allocates.
     pub(crate) fn apply(
-        &self,
-        set_read_only: impl Fn(BorrowedFd<'_>) -> io::Result<()>,
+        &mut self,
+        set_read_only: impl Fn(BorrowedFd<'_>, bool) -> io::Result<()>,
     ) -> io::Result<()> {
         rustix::mount::mount_change(
             c"/",
             MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
         )?;
-        for dir in &self.dirs {
+        for (dir, copy) in self.writable.iter().zip(self.copies.iter_mut()) {
             let target = dir.reopen()?;
-            let tree = rustix::mount::open_tree(
-                &target,
-                c"",
-                OpenTreeFlags::OPEN_TREE_CLONE
-                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
-                    | OpenTreeFlags::AT_EMPTY_PATH,
-            )?;
-            set_read_only(tree.as_fd())?;
-            rustix::mount::move_mount(
-                &tree,
-                c"",
-                &target,
-                c"",
-                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-            )?;
+            *copy = Some(copy_tree(&target, true)?);
+        }
+        rustix::mount::mount(
+            c"proc",
+            c"/proc",
+            c"proc",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            None,
+        )?;
+        let root = rustix::fs::open(
+            c"/",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        set_read_only(root.as_fd(), true)?;
+        for (dir, copy) in self.writable.iter().zip(self.copies.iter_mut()) {
+            let target = dir.reopen()?;
+            if let Some(tree) = copy.take() {
+                put(&tree, &target)?;
+            }
+        }
+        for dir in &self.read_only {
+            let target = dir.reopen()?;
+            let tree = copy_tree(&target, false)?;
+            set_read_only(tree.as_fd(), false)?;
+            put(&tree, &target)?;
         }
         let cwd = self.cwd.reopen()?;
         rustix::process::fchdir(&cwd)?;
         Ok(())
     }
+}
+
+/// A detached copy of the mount tree at `target` (with what is mounted below it when
+/// `recursive`).
+fn copy_tree(target: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_EMPTY_PATH;
+    if recursive {
+        flags |= OpenTreeFlags::AT_RECURSIVE;
+    }
+    Ok(rustix::mount::open_tree(target, c"", flags)?)
+}
+
+/// Mounts the detached `tree` over `target`.
+fn put(tree: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
+    rustix::mount::move_mount(
+        tree,
+        c"",
+        target,
+        c"",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )?;
+    Ok(())
 }
 
 /// The roots of `sandbox` that are read-only directories inside one of its writable roots,

@@ -56,6 +56,7 @@ pub struct ProcessPolicy {
     pub(crate) file_size_limit: u64,
     pub(crate) read_only_paths: Vec<PathBuf>,
     pub(crate) temp_parent: PathBuf,
+    pub(crate) home_parent: PathBuf,
 }
 
 impl Default for ProcessPolicy {
@@ -70,6 +71,7 @@ impl Default for ProcessPolicy {
             file_size_limit: 4 << 30,
             read_only_paths: Vec::new(),
             temp_parent: std::env::temp_dir(),
+            home_parent: std::env::temp_dir(),
         }
     }
 }
@@ -131,6 +133,13 @@ impl ProcessPolicy {
     /// Where each process's private temporary directory is made (the system's by default).
     pub fn with_temp_parent(mut self, dir: impl Into<PathBuf>) -> Self {
         self.temp_parent = dir.into();
+        self
+    }
+
+    /// Where each session's private home is made (the system's temporary directory by
+    /// default).
+    pub fn with_home_parent(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.home_parent = dir.into();
         self
     }
 

@@ -55,6 +55,9 @@ struct State {
 struct Shared {
     pid: u32,
     pidfd: OwnedFd,
+    /// The process runs under a keeper that relays signals (a PID namespace of its own): a
+    /// signal goes to the keeper alone, which passes it on once.
+    relayed: bool,
     cgroup: Mutex<Option<Cgroup>>,
     had_cgroup: bool,
     state: Mutex<State>,
@@ -143,6 +146,12 @@ impl ProcessControl for Control {
         if state.exited {
             return Ok(());
         }
+        if self.shared.relayed {
+            return match rustix::process::pidfd_send_signal(&self.shared.pidfd, signal) {
+                Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        }
         let pid = Pid::from_raw(self.shared.pid as i32).ok_or_else(error::input_closed)?;
         // The group may be gone while the main process lingers: nothing to signal then.
         match rustix::process::kill_process_group(pid, signal) {
@@ -175,10 +184,12 @@ async fn write_terminal(fd: &AsyncFd<OwnedFd>, mut bytes: &[u8]) -> io::Result<(
     Ok(())
 }
 
-/// Starts the readers and the waiting task of a spawned `child`, and returns its halves.
+/// Starts the readers and the waiting task of a spawned `child`, and returns its halves;
+/// `relayed` when the child is a keeper that relays signals to the program.
 pub(crate) fn launch(
     mut child: Child,
     pidfd: OwnedFd,
+    relayed: bool,
     cgroup: Option<Cgroup>,
     wiring: Wiring,
     time_limit: Option<Duration>,
@@ -217,6 +228,7 @@ pub(crate) fn launch(
     let shared = Arc::new(Shared {
         pid,
         pidfd,
+        relayed,
         had_cgroup: cgroup.is_some(),
         cgroup: Mutex::new(cgroup),
         state: Mutex::new(State::default()),

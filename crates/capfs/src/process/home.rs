@@ -1,0 +1,60 @@
+//! The private home of a sandbox's processes: one directory outside the roots, made for a
+//! session at its first process, writable by the user processes run as, the `HOME` of every
+//! process started with it, and removed once the session and all its processes are gone.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use super::policy::RunAs;
+
+/// A private home directory, removed when dropped; share it with [`std::sync::Arc`] among the
+/// requests of one session ([`ProcessRequest::home`](super::ProcessRequest::home)).
+#[derive(Debug)]
+pub struct Home {
+    path: PathBuf,
+    dir: File,
+}
+
+impl Home {
+    /// A new empty directory under `parent`, mode 0700, owned by `owner` when given (else by
+    /// the caller).
+    pub(crate) fn create(parent: &Path, owner: Option<RunAs>) -> io::Result<Self> {
+        let path = parent.join(format!("capfs-home-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let home = Self {
+            dir: File::open(&path)?,
+            path,
+        };
+        if let Some(owner) = owner {
+            std::os::unix::fs::fchown(&home.dir, Some(owner.uid), Some(owner.gid))?;
+        }
+        Ok(home)
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open directory.
+    pub(crate) fn dir(&self) -> &File {
+        &self.dir
+    }
+}
+
+impl PartialEq for Home {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for Home {}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        // std's removal does not follow links a process may have planted.
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
