@@ -33,10 +33,10 @@ pub struct ExecFlags {
     /// What processes may reach on the network.
     #[arg(long, value_enum, default_value = "none", requires = "exec")]
     pub exec_network: ExecNetwork,
-    /// The unprivileged user (and group; else the same number) processes run as; required
-    /// when serving as root.
-    #[arg(long, value_name = "UID[:GID]", value_parser = parse_user, requires = "exec")]
-    pub exec_user: Option<(u32, u32)>,
+    /// Where each session's private home (the HOME of its processes, kept across them and
+    /// removed with the session) is made [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR", requires = "exec")]
+    pub exec_homes: Option<PathBuf>,
     /// Another directory processes may read and execute, besides the roots and the system's
     /// (repeatable).
     #[arg(long, value_name = "PATH", requires = "exec")]
@@ -76,8 +76,8 @@ impl ExecFlags {
     ///
     /// # Errors
     ///
-    /// A usage failure when processes cannot be confined as asked (no Landlock, serving as
-    /// root without `--exec-user`, nested roots), naming why.
+    /// A usage failure when processes cannot be confined as asked (no Landlock, nested roots),
+    /// naming why.
     pub fn processes(&self, sandbox: Sandbox) -> Result<Option<ServedProcesses>, Failure> {
         if !self.exec {
             return Ok(None);
@@ -89,8 +89,8 @@ impl ExecFlags {
                 ExecNetwork::All => Network::All,
             })
             .with_max_processes(self.max_processes);
-        if let Some((uid, gid)) = self.exec_user {
-            policy = policy.with_run_as(uid, gid);
+        if let Some(dir) = &self.exec_homes {
+            policy = policy.with_home_parent(dir.clone());
         }
         for path in &self.exec_read {
             policy = policy.with_read_only_path(path.clone());
@@ -101,16 +101,10 @@ impl ExecFlags {
         if self.exec_unconfined {
             policy = policy.unconfined();
         }
-        let local = LocalProcesses::new(sandbox, policy).map_err(|e| {
-            // As root the library asks for a user to run as; the flag that gives one is named.
-            let hint =
-                if e.kind() == std::io::ErrorKind::PermissionDenied && self.exec_user.is_none() {
-                    " (give one with --exec-user UID[:GID], e.g. a uid used by nothing else)"
-                } else {
-                    ""
-                };
-            Failure::usage(format!("--exec: {}{hint}", fail::reason(&e, "")))
-        })?;
+        // The server already acts as the one unprivileged user (identity.rs): its processes
+        // run as that user, with no change of identity of their own.
+        let local = LocalProcesses::new(sandbox, policy)
+            .map_err(|e| Failure::usage(format!("--exec: {}", fail::reason(&e, ""))))?;
         match local.confinement() {
             Confinement::Enforced(how) => tracing::info!(confinement = how, "serving processes"),
             Confinement::Unconfined => {

@@ -21,6 +21,7 @@ mod destinations;
 mod exec;
 mod exec_flags;
 mod fail;
+mod identity;
 mod listing;
 mod mcp;
 mod names;
@@ -293,8 +294,11 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         parse::parse_listen_url(&args.listen)
             .map_err(|e| Failure::usage(format!("--listen: {}", fail::reason(&e, ""))))?
     };
+    identity::set_umask(args.umask);
     let roots = open::flag_roots(&args.root, &args.read_only);
     let sandbox = open::sandbox(&roots)?;
+    let acting = identity::choose(args.user, &sandbox, args.exec.exec)?;
+    identity::prepare(acting, args.exec.exec);
     let served: Vec<_> = sandbox
         .roots()
         .iter()
@@ -337,11 +341,17 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::at("cannot open audit log", &path.to_string_lossy(), &e))?;
         config.audit = Some(audit);
     }
-    config.processes = args.exec.processes(open::sandbox(&roots)?)?;
     for (root, access) in &served {
         tracing::info!(root = %root, access = ?access, "sandbox root");
     }
+    // Everything that needs root is done by now; from here on the server is the one identity
+    // everything an agent causes acts as, and its processes are made as that identity.
+    let became = || -> Result<_, Failure> {
+        identity::become_and_check(acting, &served)?;
+        args.exec.processes(open::sandbox(&roots)?)
+    };
     if stdio {
+        config.processes = became()?;
         tracing::info!("serving one connection on stdin/stdout");
         server::serve_stdio(fs, config, shutdown_signal())
             .await
@@ -349,12 +359,15 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         tracing::info!("stopped");
         return Ok(());
     }
-    let server = Server::bind(fs, config).await.map_err(|e| {
+    let mut server = Server::bind(fs, config).await.map_err(|e| {
         Failure::plain(
             format!("cannot listen on {}: {}", args.listen, fail::reason(&e, "")),
             fail::status_of(e.kind()),
         )
     })?;
+    if let Some(processes) = became()? {
+        server = server.with_processes(processes.0);
+    }
     {
         let mut stdout = io::stdout().lock();
         writeln!(stdout, "{}", server.url())

@@ -77,6 +77,15 @@ pub struct ServeArgs {
     /// Most of that one connection may hold; a larger reply fails at once (suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = size)]
     pub max_outgoing_bytes_per_connection: u64,
+    /// The one user (and group; else the same number) everything the agent causes acts as,
+    /// its files and its processes. Served as root, the server becomes that user once it has
+    /// bound its address and opened its roots. Default: the owner of the read-write roots (as
+    /// root), or the server's own user.
+    #[arg(long, alias = "exec-user", value_name = "UID[:GID]", value_parser = crate::exec_flags::parse_user)]
+    pub user: Option<(u32, u32)>,
+    /// The umask of every file and directory the server and its processes create (octal).
+    #[arg(long, value_name = "MASK", default_value = "022", value_parser = crate::identity::parse_umask)]
+    pub umask: u32,
     /// Processes: --exec and its policy.
     #[command(flatten)]
     pub exec: ExecFlags,

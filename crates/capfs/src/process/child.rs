@@ -98,10 +98,22 @@ impl IdMaps {
     }
 
     /// Writes the maps of the caller's new user namespace (groups cannot be changed there).
+    /// A server that became its user from root is not dumpable, so its `/proc/self` files are
+    /// root's: the child is dumpable for these three writes only, and the program's `exec`
+    /// then sets the flag as for any program.
     fn write(&self) -> io::Result<()> {
-        write_proc(c"/proc/self/setgroups", b"deny")?;
-        write_proc(c"/proc/self/uid_map", &self.uid_map[..self.uid_len])?;
-        write_proc(c"/proc/self/gid_map", &self.gid_map[..self.gid_len])
+        use rustix::process::DumpableBehavior;
+        let was = rustix::process::dumpable_behavior()?;
+        if was != DumpableBehavior::Dumpable {
+            rustix::process::set_dumpable_behavior(DumpableBehavior::Dumpable)?;
+        }
+        let written = write_proc(c"/proc/self/setgroups", b"deny")
+            .and_then(|()| write_proc(c"/proc/self/uid_map", &self.uid_map[..self.uid_len]))
+            .and_then(|()| write_proc(c"/proc/self/gid_map", &self.gid_map[..self.gid_len]));
+        if was != DumpableBehavior::Dumpable {
+            rustix::process::set_dumpable_behavior(was)?;
+        }
+        written
     }
 }
 

@@ -107,6 +107,13 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
+/// Names this process as `ps` shows it.
+#[allow(unsafe_code)]
+fn name(name: &std::ffi::CStr) {
+    // SAFETY: the kernel copies at most 16 bytes of the string.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+}
+
 /// `fork` without the C library's handlers: the raw call, as a thread-free child may make it.
 #[allow(unsafe_code)]
 fn fork() -> io::Result<libc::pid_t> {
@@ -156,6 +163,7 @@ pub(crate) fn split() -> io::Result<()> {
 /// The keeper: relays signals to the init, waits for it, then ends as the program did.
 #[allow(unsafe_code)]
 fn keep(init: libc::pid_t, report: OwnedFd) -> ! {
+    name(c"capfs-keeper");
     relay_to(init);
     close_all_but(report.as_raw_fd());
     let mut status = 0;
@@ -196,6 +204,7 @@ fn keep(init: libc::pid_t, report: OwnedFd) -> ! {
 /// program's end to the keeper, then ends (and the kernel ends the rest of the namespace).
 #[allow(unsafe_code)]
 fn init_loop(program: libc::pid_t, report: OwnedFd) -> ! {
+    name(c"capfs-init");
     relay_to(program);
     close_all_but(report.as_raw_fd());
     let mut status = 0;

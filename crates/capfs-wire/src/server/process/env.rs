@@ -13,7 +13,8 @@ pub(crate) const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/us
 const DEFAULT_EXCLUDES: [&str; 3] = ["*KEY*", "*SECRET*", "*TOKEN*"];
 
 /// The base environment of a process in `cwd`: `PATH` ([`BASE_PATH`]), `HOME` (the working
-/// directory), `LANG=C.UTF-8`, `SHELL=/bin/sh`, `TMPDIR=/tmp`, and `TERM` (`xterm-256color`
+/// directory, which an implementation with private homes replaces with the session's),
+/// `LANG=C.UTF-8`, `SHELL=/bin/sh`, `TMPDIR=/tmp`, and `TERM` (`xterm-256color`
 /// on a terminal, `dumb` otherwise).
 pub(crate) fn base(cwd: &str, tty: bool) -> BTreeMap<String, String> {
     let term = if tty { "xterm-256color" } else { "dumb" };

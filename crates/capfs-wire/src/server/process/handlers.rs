@@ -145,7 +145,20 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         procs.map.insert(p.process_id.clone(), Slot::Starting);
         slot
     };
+    let home = match session.home(server.imp.as_ref()) {
+        Ok(home) => home,
+        Err(e) => {
+            session
+                .procs
+                .lock()
+                .expect("processes")
+                .map
+                .remove(&p.process_id);
+            return Err(io(e));
+        }
+    };
     let mut request = ProcessRequest::new(p.argv.clone(), cwd.clone());
+    request.home = home;
     request.arg0 = p.arg0.clone();
     request.env = env;
     request.tty = p.tty.then(TerminalSize::default);

@@ -73,6 +73,9 @@ pub(crate) struct SessionProcesses {
     /// Bumped by every attach and leave, so that a TTL that passed belongs to one absence.
     pub(super) generation: AtomicU64,
     pub(super) procs: Mutex<Procs>,
+    /// The private home of the session's processes, made at its first start and removed
+    /// once the session and every process that had it are gone.
+    pub(super) home: Mutex<Option<Arc<capfs::process::Home>>>,
 }
 
 #[derive(Default)]
@@ -134,6 +137,7 @@ impl ServerProcesses {
                 sink: watch::channel(None).0,
                 generation: AtomicU64::new(0),
                 procs: Mutex::new(Procs::default()),
+                home: Mutex::new(None),
             })
         });
         table.generation.fetch_add(1, Ordering::SeqCst);
@@ -231,6 +235,19 @@ impl SessionProcesses {
                 procs.map.remove(&old);
             }
         }
+    }
+
+    /// The session's private home, made by `imp` at the first call; `None` when `imp` has
+    /// no private homes.
+    pub(super) fn home(
+        &self,
+        imp: &dyn ExecutorProcesses,
+    ) -> std::io::Result<Option<Arc<capfs::process::Home>>> {
+        let mut home = self.home.lock().expect("session home");
+        if home.is_none() {
+            *home = imp.new_home()?.map(Arc::new);
+        }
+        Ok(home.clone())
     }
 
     pub(super) fn sink(&self) -> watch::Receiver<Option<Sink>> {
