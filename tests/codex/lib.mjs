@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -10,11 +11,19 @@ import zlib from 'node:zlib';
 export const CAPFS_BIN = process.env.CAPFS_BIN;
 if (!CAPFS_BIN) throw new Error('CAPFS_BIN must name the capfs binary under test');
 
-export const CODEX_BIN = path.join(import.meta.dirname, 'node_modules', '.bin', 'codex');
-// The native binary inside the package, without the node wrapper in front of it: a process the
-// tests end by its pid is then the server itself, and nothing it started outlives it.
-export const CODEX_NATIVE_BIN = path.join(
-  import.meta.dirname, 'node_modules', '@openai', 'codex-linux-x64', 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex');
+// The pinned codex packages: `@openai/codex` itself and the next release under an npm alias.
+// Both name their command `codex`, so `node_modules/.bin/codex` may be either: each is started
+// by its own wrapper, or by the native binary inside its platform package (without the node
+// wrapper in front of it, a process the tests end by its pid is the server itself, and
+// nothing it started outlives it).
+function codexPackage(version, dir) {
+  const root = path.join(import.meta.dirname, 'node_modules', dir);
+  const platform = path.dirname(createRequire(path.join(root, 'package.json')).resolve('@openai/codex-linux-x64/package.json'));
+  return { version, bin: path.join(root, 'bin', 'codex.js'), native: path.join(platform, 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex') };
+}
+export const CODEX_PACKAGES = [codexPackage('0.169.0', '@openai/codex'), codexPackage('0.171.0', 'codex-0171')];
+export const CODEX_BIN = CODEX_PACKAGES[0].bin;
+export const CODEX_NATIVE_BIN = CODEX_PACKAGES[0].native;
 
 // A model whose bundled metadata offers apply_patch as a freeform tool; the stand-in answers
 // for it, so no request leaves the machine.
@@ -172,10 +181,10 @@ export async function serveInGroup(bin, args, { cwd, env = {} } = {}) {
   return { url, pid: child.pid, port: Number(new URL(url).port), stop, child };
 }
 
-// One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`.
-// With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
+// One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`, by
+// the codex wrapper `bin` (the first pinned package's unless told). With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
 // executors as that file says.
-export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt }) {
+export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt, bin = CODEX_BIN }) {
   fs.writeFileSync(
     path.join(home, 'config.toml'),
     [
@@ -192,7 +201,7 @@ export async function codexExec({ home, model, executor, environments, cwd, sand
   if (executor) env.CODEX_EXEC_SERVER_URL = executor;
   if (environments) fs.writeFileSync(path.join(home, 'environments.toml'), environments);
   delete env.OPENAI_API_KEY;
-  const child = spawn(CODEX_BIN, ['exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
+  const child = spawn(process.execPath, [bin, 'exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
     cwd,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -253,7 +262,7 @@ export function png(side) {
 // `codex exec-server` on 127.0.0.1 port 0, from the pinned package; resolves once it printed
 // its URL.
 export async function codexExecServer(home) {
-  const child = spawn(CODEX_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
+  const child = spawn(process.execPath, [CODEX_BIN, 'exec-server', '--listen', 'ws://127.0.0.1:0'], {
     env: { ...process.env, CODEX_HOME: home },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
