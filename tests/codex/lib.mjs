@@ -18,7 +18,13 @@ if (!CAPFS_BIN) throw new Error('CAPFS_BIN must name the capfs binary under test
 // nothing it started outlives it).
 function codexPackage(version, dir) {
   const root = path.join(import.meta.dirname, 'node_modules', dir);
-  const platform = path.dirname(createRequire(path.join(root, 'package.json')).resolve('@openai/codex-linux-x64/package.json'));
+  let platform;
+  try {
+    platform = path.dirname(createRequire(path.join(root, 'package.json')).resolve('@openai/codex-linux-x64/package.json'));
+  } catch {
+    // Not installed (another platform, or no `npm ci` yet): the test that starts it says so.
+    platform = path.join(root, 'node_modules', '@openai', 'codex-linux-x64');
+  }
   return { version, bin: path.join(root, 'bin', 'codex.js'), native: path.join(platform, 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex') };
 }
 export const CODEX_PACKAGES = [codexPackage('0.169.0', '@openai/codex'), codexPackage('0.171.0', 'codex-0171')];
