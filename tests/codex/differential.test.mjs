@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { capfsServe, codexExecServer, peer, scratch } from './lib.mjs';
+import { capfsServe, codexExecServer, codexScratch, peer, scratch } from './lib.mjs';
 
 let dir, roots, servers, peers;
 
@@ -31,8 +31,7 @@ before(async () => {
     fs.mkdirSync(root);
     plant(root);
   }
-  const home = path.join(dir, 'home');
-  fs.mkdirSync(home);
+  const home = codexScratch('home');
   servers = { codex: await codexExecServer(home), capfs: await capfsServe(['--root', roots.capfs]) };
   peers = {};
   for (const [name, server] of Object.entries(servers)) {

@@ -6,7 +6,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { CAPFS_BIN, CODEX_NATIVE_BIN, peer, serveInGroup } from './lib.mjs';
+import { CAPFS_BIN, CODEX_NATIVE_BIN, codexScratch, peer, serveInGroup } from './lib.mjs';
 import { EXEC_UID, alive, until } from './escapes-fixture.mjs';
 
 // What codex 0.169 sends for an `exec_command` in workspace-write mode, seen on the wire: the
@@ -159,8 +159,8 @@ export function capfsTarget(f) {
 // the context codex sends in that mode. It serves no roots of its own, so the layout and the
 // network policy change nothing; one server serves every case.
 export function codexTarget(f, mode) {
-  const home = path.join(f.dirs.base, `codex-home-${mode}`);
-  fs.mkdirSync(home, { recursive: true });
+  // Outside the base: codex keeps its helpers in its home, and not under the temporary directory.
+  const home = codexScratch(`codex-home-${mode}`);
   let shared;
   return new WireTarget(`codex ${mode}`, {
     // codex runs commands as itself, root here: its sandbox needs the root to be root's.

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { CAPFS_BIN, CODEX_NATIVE_BIN, codexExec, scratch, scriptedModel, serveInGroup } from './lib.mjs';
+import { CAPFS_BIN, CODEX_NATIVE_BIN, codexExec, codexScratch, scratch, scriptedModel, serveInGroup } from './lib.mjs';
 import { EXEC_UID } from './escapes-fixture.mjs';
 
 const servesProcesses = execFileSync(CAPFS_BIN, ['serve', '--help'], { encoding: 'utf8' }).includes('--exec');
@@ -35,11 +35,7 @@ const executors = [
     confines: false,
     // codex runs commands as itself (root here), and its sandbox needs the workspace to be its.
     owner: 0,
-    start: (ws, dir) => {
-      const home = path.join(dir, 'exec-server-home');
-      fs.mkdirSync(home);
-      return serveInGroup(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { env: { CODEX_HOME: home } });
-    },
+    start: () => serveInGroup(CODEX_NATIVE_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], { env: { CODEX_HOME: codexScratch('exec-server-home') } }),
   },
 ];
 
@@ -47,7 +43,7 @@ for (const ex of executors) {
   describe(`codex running commands through ${ex.name}`, { skip: ex.skip }, () => {
     let dir, ws, outside, server;
     // codex's home for each turn, removed with the rest.
-    const homes = { made: [], make: () => homes.made[homes.made.push(scratch('home')) - 1] };
+    const homes = { made: [], make: () => homes.made[homes.made.push(codexScratch('home')) - 1] };
 
     before(async () => {
       dir = scratch('proc');
@@ -60,7 +56,7 @@ for (const ex of executors) {
       fs.writeFileSync(path.join(outside, 'canary.txt'), 'canary\n', { mode: 0o666 });
       fs.writeFileSync(path.join(ws, 'hello.txt'), 'hello from the workspace 5e1d\n');
       for (const p of [ws, path.join(ws, 'hello.txt')]) fs.chownSync(p, ex.owner, ex.owner);
-      server = await ex.start(ws, dir);
+      server = await ex.start(ws);
     });
 
     after(() => {

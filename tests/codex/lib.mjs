@@ -3,26 +3,100 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
 export const CAPFS_BIN = process.env.CAPFS_BIN;
-export const CODEX_BIN = path.join(import.meta.dirname, 'node_modules', '.bin', 'codex');
-// The native binary inside the package, without the node wrapper in front of it: a process the
-// tests end by its pid is then the server itself, and nothing it started outlives it.
-export const CODEX_NATIVE_BIN = path.join(
-  import.meta.dirname, 'node_modules', '@openai', 'codex-linux-x64', 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex');
 if (!CAPFS_BIN) throw new Error('CAPFS_BIN must name the capfs binary under test');
+
+// The pinned codex packages: `@openai/codex` itself and the next release under an npm alias.
+// Both name their command `codex`, so `node_modules/.bin/codex` may be either: each is started
+// by its own wrapper, or by the native binary inside its platform package (without the node
+// wrapper in front of it, a process the tests end by its pid is the server itself, and
+// nothing it started outlives it).
+function codexPackage(version, dir) {
+  const root = path.join(import.meta.dirname, 'node_modules', dir);
+  let platform;
+  try {
+    platform = path.dirname(createRequire(path.join(root, 'package.json')).resolve('@openai/codex-linux-x64/package.json'));
+  } catch {
+    // Not installed (another platform, or no `npm ci` yet): the test that starts it says so.
+    platform = path.join(root, 'node_modules', '@openai', 'codex-linux-x64');
+  }
+  return { version, bin: path.join(root, 'bin', 'codex.js'), native: path.join(platform, 'vendor', 'x86_64-unknown-linux-musl', 'bin', 'codex') };
+}
+export const CODEX_PACKAGES = [codexPackage('0.169.0', '@openai/codex'), codexPackage('0.171.0', 'codex-0171')];
+export const CODEX_BIN = CODEX_PACKAGES[0].bin;
+export const CODEX_NATIVE_BIN = CODEX_PACKAGES[0].native;
 
 // A model whose bundled metadata offers apply_patch as a freeform tool; the stand-in answers
 // for it, so no request leaves the machine.
 const MODEL = 'gpt-6-astra';
 
-// A scratch directory outside /tmp, where codex refuses to keep its helper aliases.
+// Whether `dir` (real path) lies under `base`, component by component.
+const under = (dir, base) => dir === base || dir.startsWith(base.endsWith('/') ? base : `${base}/`);
+
+// The first of `bases` that exists, is a directory this process may write in, and passes `ok`.
+function pickBase(bases, ok, what) {
+  for (const base of bases) {
+    if (!base) continue;
+    let real;
+    try {
+      real = fs.realpathSync(base);
+      if (!fs.statSync(real).isDirectory()) continue;
+      fs.accessSync(real, fs.constants.W_OK | fs.constants.X_OK);
+    } catch {
+      continue;
+    }
+    if (ok(real)) return real;
+  }
+  throw new Error(`no directory for ${what} among ${bases.filter(Boolean).join(', ')}`);
+}
+
+// Whether every directory from / down to `dir` lets others through (their x bit): a uid
+// that is neither owner nor group can reach what lies below.
+function traversable(dir) {
+  for (let d = dir; ; d = path.dirname(d)) {
+    if (!(fs.statSync(d).mode & 0o001)) return false;
+    if (d === '/') return true;
+  }
+}
+
+// Every scratch directory made here, removed when this process exits, whatever the test did.
+const made = [];
+process.on('exit', () => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+// A fresh directory for trees that sandboxed processes reach, running as another uid: under
+// a base every ancestor of which that uid can traverse, whatever the checkout's location
+// (a clone under /root or under a 0700 directory included). Made 0755.
 export function scratch(name) {
-  const base = path.join(import.meta.dirname, '.scratch');
-  fs.mkdirSync(base, { recursive: true });
-  return fs.mkdtempSync(path.join(base, `${name}-`));
+  const base = pickBase(['/var/tmp', '/tmp', os.tmpdir()], traversable, 'trees other uids reach');
+  const dir = fs.mkdtempSync(path.join(base, `capfs-codex-${name}-`));
+  made.push(dir);
+  fs.chmodSync(dir, 0o755);
+  return dir;
+}
+
+// A fresh directory for a codex home (CODEX_HOME). codex links its helpers (apply_patch,
+// codex-linux-sandbox) into a directory under its home at start, and refuses to when the
+// home, made canonical, lies under the system temporary directory as Rust names it ($TMPDIR,
+// or /tmp when unset): the helpers are then missing from PATH, and its sandbox cannot start
+// ("Unable to spawn codex-linux-sandbox"). So the home goes under a base outside that
+// directory, whatever the checkout's location.
+export function codexScratch(name) {
+  const temps = [process.env.TMPDIR || '/tmp'];
+  try {
+    temps.push(fs.realpathSync(temps[0]));
+  } catch {}
+  const outsideTemp = (real) => !temps.some((t) => under(real, t));
+  const base = pickBase(['/var/tmp', process.env.XDG_CACHE_HOME, os.homedir(), import.meta.dirname], outsideTemp, 'codex homes');
+  const dir = fs.mkdtempSync(path.join(base, `capfs-codex-${name}-`));
+  made.push(dir);
+  return dir;
 }
 
 // Serves one scripted turn per request: each turn is a list of items, a function call
@@ -113,10 +187,10 @@ export async function serveInGroup(bin, args, { cwd, env = {} } = {}) {
   return { url, pid: child.pid, port: Number(new URL(url).port), stop, child };
 }
 
-// One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`.
-// With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
+// One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`, by
+// the codex wrapper `bin` (the first pinned package's unless told). With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
 // executors as that file says.
-export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt }) {
+export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt, bin = CODEX_BIN }) {
   fs.writeFileSync(
     path.join(home, 'config.toml'),
     [
@@ -133,7 +207,7 @@ export async function codexExec({ home, model, executor, environments, cwd, sand
   if (executor) env.CODEX_EXEC_SERVER_URL = executor;
   if (environments) fs.writeFileSync(path.join(home, 'environments.toml'), environments);
   delete env.OPENAI_API_KEY;
-  const child = spawn(CODEX_BIN, ['exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
+  const child = spawn(process.execPath, [bin, 'exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
     cwd,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -194,7 +268,7 @@ export function png(side) {
 // `codex exec-server` on 127.0.0.1 port 0, from the pinned package; resolves once it printed
 // its URL.
 export async function codexExecServer(home) {
-  const child = spawn(CODEX_BIN, ['exec-server', '--listen', 'ws://127.0.0.1:0'], {
+  const child = spawn(process.execPath, [CODEX_BIN, 'exec-server', '--listen', 'ws://127.0.0.1:0'], {
     env: { ...process.env, CODEX_HOME: home },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { capfsServe, codexExec, scratch, scriptedModel, sentText } from './lib.mjs';
+import { capfsServe, codexExec, codexScratch, scratch, scriptedModel, sentText } from './lib.mjs';
 
 let dir, ws, outside, server;
 
@@ -43,7 +43,7 @@ test('codex runs its commands through capfs, confined to the root', async () => 
     [{ call: 'exec_command', args: { cmd: 'echo x > .git/HEAD || echo git-refused-$((3*5)); touch .git/new; cat .git/HEAD' } }],
     [{ say: 'done' }],
   ]);
-  const home = scratch('home');
+  const home = codexScratch('home');
   try {
     const run = await codexExec({ home, model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
     const sent = sentText(model.requests);

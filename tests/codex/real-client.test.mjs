@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { CAPFS_BIN, capfsServe, codexExec, png, scratch, scriptedModel, sentText } from './lib.mjs';
+import { CAPFS_BIN, capfsServe, codexExec, codexScratch, png, scratch, scriptedModel, sentText } from './lib.mjs';
 
 const AGENTS_MARKER = 'agents-marker-7f3a: answer in haiku';
 const SKILL_MARKER = 'skill-marker-51c9 formats release notes';
@@ -48,7 +48,7 @@ test('a codex turn reads its instructions and skills and edits files through cap
     [{ call: 'view_image', args: { path: 'big.png' } }],
     [{ say: 'done' }],
   ]);
-  const home = scratch('home');
+  const home = codexScratch('home');
   try {
     const run = await codexExec({ home, model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
     const sent = sentText(model.requests);
@@ -76,7 +76,7 @@ for (const sandbox of ['workspace-write', 'danger-full-access']) {
       [patch(`*** Add File: ${target}\n+planted\n`)],
       [{ say: 'done' }],
     ]);
-    const home = scratch('home');
+    const home = codexScratch('home');
     try {
       // In full-access mode codex itself lets the write through, so only capfs can stop it.
       const run = await codexExec({ home, model, executor: server.url, cwd: ws, sandbox, prompt: 'go' });
@@ -108,7 +108,7 @@ function environments(args) {
 
 test('codex starts capfs over stdio from environments.toml', async () => {
   const model = await scriptedModel([[patch('*** Add File: stdio/made.txt\n+over stdio\n')], [{ say: 'done' }]]);
-  const home = scratch('home');
+  const home = codexScratch('home');
   try {
     const run = await codexExec({ home, model, environments: environments(['--root', ws]), cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
     assert.equal(model.requests.length, 2, run.output);
@@ -120,7 +120,7 @@ test('codex starts capfs over stdio from environments.toml', async () => {
 
 test('with include_local = false, an executor that fails leaves the host untouched', async () => {
   const model = await scriptedModel([[patch('*** Add File: fallback.txt\n+ran on the host\n')], [{ say: 'done' }]]);
-  const home = scratch('home');
+  const home = codexScratch('home');
   try {
     // capfs refuses to start on a root that does not exist.
     const bad = environments(['--root', path.join(dir, 'does-not-exist')]);
@@ -142,7 +142,7 @@ test('codex sends auth_bearer_token to a capfs serve that asks for a token', asy
   try {
     for (const [bearer, file, lands] of [[token, 'token/ok.txt', true], ['wrong', 'token/no.txt', false]]) {
       const model = await scriptedModel([[patch(`*** Add File: ${file}\n+x\n`)], [{ say: 'done' }]]);
-      const home = scratch('home');
+      const home = codexScratch('home');
       try {
         const run = await codexExec({ home, model, environments: entry(bearer), cwd: ws, sandbox: 'workspace-write', prompt: 'go' });
         assert.equal(fs.existsSync(path.join(ws, file)), lands, `${bearer}: ${run.output}`);
