@@ -20,7 +20,11 @@ const USER_FLAG: &str = "--user UID[:GID] (or --exec-user UID[:GID])";
 ///
 /// A usage failure naming the flag to add: roots of different owners, processes with roots
 /// that belong to root, a user other than the server's own when it is not root.
-pub fn choose(user: Option<(u32, u32)>, sandbox: &Sandbox, exec: bool) -> Result<Identity, Failure> {
+pub fn choose(
+    user: Option<(u32, u32)>,
+    sandbox: &Sandbox,
+    exec: bool,
+) -> Result<Identity, Failure> {
     let current = Identity::current();
     let identity = match user {
         Some((uid, gid)) => {
@@ -34,7 +38,10 @@ pub fn choose(user: Option<(u32, u32)>, sandbox: &Sandbox, exec: bool) -> Result
         }
         None if !current.is_root() => current,
         None => Identity::owner_of(sandbox).map_err(|e| {
-            Failure::usage(format!("{}; name it with {USER_FLAG}", fail::reason(&e, "")))
+            Failure::usage(format!(
+                "{}; name it with {USER_FLAG}",
+                fail::reason(&e, "")
+            ))
         })?,
     };
     if exec && (identity.uid == 0 || identity.gid == 0) {
@@ -72,9 +79,12 @@ pub fn become_and_check(
     identity: Identity,
     roots: &[(capfs::AbsolutePathBuf, capfs::Access)],
 ) -> Result<(), Failure> {
-    identity
-        .assume()
-        .map_err(|e| Failure::plain(format!("cannot act as {identity}: {}", fail::reason(&e, "")), 1))?;
+    identity.assume().map_err(|e| {
+        Failure::plain(
+            format!("cannot act as {identity}: {}", fail::reason(&e, "")),
+            1,
+        )
+    })?;
     for (root, access) in roots {
         identity
             .check_reach(root.as_path(), *access)
@@ -91,7 +101,9 @@ pub fn parse_umask(text: &str) -> Result<u32, String> {
     let digits = text.strip_prefix("0o").unwrap_or(text);
     match u32::from_str_radix(digits, 8) {
         Ok(mask) if mask <= 0o777 && !digits.is_empty() => Ok(mask),
-        _ => Err(format!("{text:?} is not an octal umask (000 to 777, e.g. 022)")),
+        _ => Err(format!(
+            "{text:?} is not an octal umask (000 to 777, e.g. 022)"
+        )),
     }
 }
 

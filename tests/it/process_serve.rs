@@ -178,5 +178,6 @@ fn exec_as_root_without_a_user_is_refused_naming_the_flag() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(!status.success());
+    assert!(stderr.contains("--user UID[:GID]"), "{stderr}");
     assert!(stderr.contains("--exec-user UID[:GID]"), "{stderr}");
 }
