@@ -64,6 +64,7 @@ mod faults;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_server;
+mod identity;
 mod listening;
 mod load;
 mod lying_server;
