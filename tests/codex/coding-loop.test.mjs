@@ -166,7 +166,10 @@ for (const { pkg, ex } of runs) {
       steps = script({ outside, mark, gitInit: ex.gitInit });
       const model = await scriptedModel([...steps.map((s) => [s.item]), [{ say: 'done' }]]);
       try {
-        run = await codexExec({ home: codexScratch('home'), model, executor: server.url, cwd: ws, sandbox: 'workspace-write', prompt: 'go', bin: pkg.bin });
+        // codex is pointed at the executor as README's recipe does: environments.toml with the
+        // server's URL and no local fallback.
+        const environments = ['default = "capfs"', 'include_local = false', '[[environments]]', 'id = "capfs"', `url = "${server.url}"`, ''].join('\n');
+        run = await codexExec({ home: codexScratch('home'), model, environments, cwd: ws, sandbox: 'workspace-write', prompt: 'go', bin: pkg.bin });
         outputs = toolOutputs(model.requests);
         run.requests = model.requests.length;
       } finally {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs landrun (pinned) into tests/codex/.landrun for the escape comparison, through apt
-# alone. Debian ships it only in sid, built against a newer C library than bookworm's, so the
+# Installs landrun (pinned) into /opt/capfs-landrun for the escape comparison, through apt
+# alone: a fixed directory every uid can traverse, so that landrun runs as the unprivileged
+# user of the table wherever the checkout lies (under a private directory too). Debian ships it only in sid, built against a newer C library than bookworm's, so the
 # package and trixie's libc6 are unpacked side by side and landrun is started with that libc's
 # own loader; nothing on the host is upgraded. Prints the wrapper's path, or fails.
 set -euo pipefail
 cd "$(dirname "$0")"
 version=0.1.17-1
-dest="$PWD/.landrun"
+dest=/opt/capfs-landrun
 if [ -x "$dest/landrun" ] && "$dest/landrun" --version 2>/dev/null | grep -q "${version%-*}"; then
   echo "$dest/landrun"
   exit 0
@@ -35,6 +36,7 @@ trap 'rm -rf "$work"' EXIT
   | grep -v 'Download is performed unsandboxed' >&2 || true
 rm -rf "$dest"
 mkdir -p "$dest"
+chmod 755 "$dest"
 dpkg-deb -x "$work"/landrun_*.deb "$dest/pkg"
 dpkg-deb -x "$work"/libc6_*.deb "$dest/libc"
 lib="$dest/libc/usr/lib/x86_64-linux-gnu"

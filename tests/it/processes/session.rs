@@ -114,10 +114,12 @@ async fn the_environment_is_the_requests_alone_and_the_starters_is_unreadable() 
 async fn sandboxes_and_requests_that_cannot_be_held_are_refused() {
     let ws = Workspace::new();
     std::fs::create_dir(ws.root.join("inner")).unwrap();
+    // A writable root inside another could be moved away by a process: refused. (A read-only
+    // one inside a writable one is held by a read-only mount: the escape table's nested-ro-*.)
     let nested = Sandbox::new()
         .with_root(&ws.root, Access::ReadWrite)
         .unwrap()
-        .with_root(ws.root.join("inner"), Access::ReadOnly)
+        .with_root(ws.root.join("inner"), Access::ReadWrite)
         .unwrap();
     let err = LocalProcesses::new(
         nested,

@@ -28,13 +28,6 @@ pub(crate) fn root_needs_run_as() -> io::Error {
     )
 }
 
-pub(crate) fn nested_roots(a: &AbsolutePathBuf, b: &AbsolutePathBuf) -> io::Error {
-    io::Error::new(
-        ErrorKind::InvalidInput,
-        format!("{a} and {b}: nested roots cannot be given to processes"),
-    )
-}
-
 /// Roots nested otherwise than a read-only directory inside a writable root.
 pub(crate) fn nested_roots_not_read_only(
     outer: &AbsolutePathBuf,

@@ -74,8 +74,9 @@ impl LocalProcesses {
     /// Unless the policy is [unconfined](ProcessPolicy::unconfined): `PermissionDenied` when the
     /// kernel cannot enforce it (no Landlock, or an ABI older than 6) or when the starter is
     /// root and the policy names no unprivileged user; `InvalidInput` for a user or group 0,
-    /// or for roots nested in one another (Landlock cannot keep a directory read-only inside
-    /// a writable one, and a process could move a nested root away).
+    /// or for roots nested in one another other than a read-only root inside a writable one
+    /// (which processes get as a read-only mount): a process could move a nested writable
+    /// root away.
     pub fn new(sandbox: Sandbox, policy: ProcessPolicy) -> io::Result<Self> {
         let as_root = rustix::process::geteuid().is_root();
         if let Some(run_as) = policy.run_as {
@@ -100,7 +101,9 @@ impl LocalProcesses {
             if as_root && policy.run_as.is_none() {
                 return Err(error::root_needs_run_as());
             }
-            refuse_nested(&sandbox)?;
+            // A read-only root inside a writable one is held by a read-only mount; any other
+            // nesting is refused.
+            mounts::read_only_inside_writable(&sandbox)?;
             confine::probe(policy.network)?;
             Confinement::Enforced(describe(&policy, cgroups.is_some()))
         };
@@ -142,19 +145,6 @@ fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     format!(
         "landlock (fs, tcp, signal and abstract socket scopes); {network}; {mounts}; tasks bounded by {tasks}; {user}; no_new_privs"
     )
-}
-
-fn refuse_nested(sandbox: &Sandbox) -> io::Result<()> {
-    let roots = sandbox.roots();
-    for (i, outer) in roots.iter().enumerate() {
-        for inner in roots.iter().skip(i + 1) {
-            let (a, b) = (outer.path(), inner.path());
-            if a.strip_prefix(b).is_some() || b.strip_prefix(a).is_some() {
-                return Err(error::nested_roots(a, b));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A place among the processes running at once, given back when the process closes.
@@ -222,7 +212,14 @@ impl ExecutorProcesses for LocalProcesses {
         let narrowed;
         let mut mount_dirs = Vec::new();
         let sandbox = match &request.narrowing {
-            None => &inner.sandbox,
+            None => {
+                if !inner.policy.unconfined {
+                    for root in mounts::read_only_inside_writable(&inner.sandbox)? {
+                        mount_dirs.push(mounts::Located::of(root.dir().as_fd())?);
+                    }
+                }
+                &inner.sandbox
+            }
             Some(dirs) => {
                 let narrowing = inner.sandbox.narrowed(dirs)?;
                 let mut opened = Vec::with_capacity(dirs.len());
