@@ -187,8 +187,13 @@ fn main() {
         .prefix("capfs-bench-processes-")
         .tempdir_in(std::env::var_os("CAPFS_BENCH_DIR").unwrap_or_else(|| "/tmp".into()))
         .expect("a scratch directory");
+    // The server becomes the unprivileged user before it serves: every ancestor of the root
+    // must let that user through, and the root let it write.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::write(root.join("small"), vec![b'x'; 4096]).unwrap();
     let capfs = PathBuf::from(env!("CARGO_BIN_EXE_capfs"));
     let serve = |name, extra: &[&str]| {
@@ -198,8 +203,8 @@ fn main() {
         Server::start(name, command, Value::Null)
     };
     let mut servers = vec![
-        serve("capfs confined", &["--exec-user", EXEC_USER]),
-        serve("capfs unconfined", &["--exec-unconfined"]),
+        serve("capfs confined", &["--user", EXEC_USER]),
+        serve("capfs unconfined", &["--exec-unconfined", "--user", EXEC_USER]),
     ];
     match codex_bin() {
         Some(bin) => {

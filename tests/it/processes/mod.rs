@@ -185,13 +185,20 @@ pub(crate) fn rerun_unprivileged(test: &str, marker: &str) {
     if !rustix::process::geteuid().is_root() {
         return;
     }
+    // A copy of this binary where the user can reach it, wherever the checkout lies (under a
+    // private directory, the binary itself is out of the user's reach).
+    let reachable = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(reachable.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = reachable.path().join("it");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let output = std::process::Command::new("setpriv")
         .args([
             &format!("--reuid={EXEC_UID}"),
             &format!("--regid={EXEC_UID}"),
             "--clear-groups",
         ])
-        .arg(std::env::current_exe().unwrap())
+        .arg(&copy)
         .args([test, "--exact", "--nocapture"])
         .env(marker, "1")
         .current_dir("/")
