@@ -204,7 +204,10 @@ fn main() {
     };
     let mut servers = vec![
         serve("capfs confined", &["--user", EXEC_USER]),
-        serve("capfs unconfined", &["--exec-unconfined", "--user", EXEC_USER]),
+        serve(
+            "capfs unconfined",
+            &["--exec-unconfined", "--user", EXEC_USER],
+        ),
     ];
     match codex_bin() {
         Some(bin) => {

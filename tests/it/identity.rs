@@ -34,14 +34,26 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// The real, effective, saved and file-system user ids of process `pid`.
+/// The real, effective, saved and file-system user ids of process `pid`, the same in every one
+/// of its threads, which all hold no capability and no supplementary group.
 fn uids_of(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
-    line.split_whitespace()
-        .skip(1)
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut seen = std::collections::BTreeSet::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap();
+        let field = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
+        assert_eq!(field("CapPrm:"), "0000000000000000", "{status}");
+        assert_eq!(field("Groups:"), "", "{status}");
+        seen.insert(field("Uid:"));
+    }
+    assert_eq!(seen.len(), 1, "threads act as different users: {seen:?}");
+    seen.into_iter().next().unwrap()
 }
 
 fn owner(path: &Path) -> (u32, u32, u32) {

@@ -132,3 +132,14 @@ pub(crate) fn no_terminal() -> io::Error {
 pub(crate) fn not_a_signal(signal: i32) -> io::Error {
     io::Error::new(ErrorKind::InvalidInput, format!("{signal}: not a signal"))
 }
+
+/// A session's private home could not be made under `parent`.
+pub(crate) fn home_unmade(parent: &Path, err: &io::Error) -> io::Error {
+    io::Error::new(
+        err.kind(),
+        format!(
+            "cannot make a private home under {}: {err}",
+            parent.display()
+        ),
+    )
+}

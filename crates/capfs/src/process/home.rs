@@ -22,7 +22,10 @@ impl Home {
     /// the caller).
     pub(crate) fn create(parent: &Path, owner: Option<RunAs>) -> io::Result<Self> {
         let path = parent.join(format!("capfs-home-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| crate::error::home_unmade(parent, &e))?;
         let home = Self {
             dir: File::open(&path)?,
             path,
