@@ -107,6 +107,14 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
+/// What a helper does first: take its `name`, relay signals to `target`, and close every
+/// descriptor but its `report` pipe.
+fn settle(name_of: &std::ffi::CStr, target: libc::pid_t, report: &OwnedFd) {
+    name(name_of);
+    relay_to(target);
+    close_all_but(report.as_raw_fd());
+}
+
 /// Names this process as `ps` shows it.
 #[allow(unsafe_code)]
 fn name(name: &std::ffi::CStr) {
@@ -163,9 +171,7 @@ pub(crate) fn split() -> io::Result<()> {
 /// The keeper: relays signals to the init, waits for it, then ends as the program did.
 #[allow(unsafe_code)]
 fn keep(init: libc::pid_t, report: OwnedFd) -> ! {
-    name(c"capfs-keeper");
-    relay_to(init);
-    close_all_but(report.as_raw_fd());
+    settle(c"capfs-keeper", init, &report);
     let mut status = 0;
     // SAFETY: waitpid, read, signal, kill and _exit on values of this function's own.
     unsafe {
@@ -204,9 +210,7 @@ fn keep(init: libc::pid_t, report: OwnedFd) -> ! {
 /// program's end to the keeper, then ends (and the kernel ends the rest of the namespace).
 #[allow(unsafe_code)]
 fn init_loop(program: libc::pid_t, report: OwnedFd) -> ! {
-    name(c"capfs-init");
-    relay_to(program);
-    close_all_but(report.as_raw_fd());
+    settle(c"capfs-init", program, &report);
     let mut status = 0;
     // SAFETY: waitpid, write and _exit on values of this function's own.
     unsafe {

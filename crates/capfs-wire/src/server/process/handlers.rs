@@ -145,20 +145,7 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         procs.map.insert(p.process_id.clone(), Slot::Starting);
         slot
     };
-    let home = match session.home(server.imp.as_ref()) {
-        Ok(home) => home,
-        Err(e) => {
-            session
-                .procs
-                .lock()
-                .expect("processes")
-                .map
-                .remove(&p.process_id);
-            return Err(io(e));
-        }
-    };
     let mut request = ProcessRequest::new(p.argv.clone(), cwd.clone());
-    request.home = home;
     request.arg0 = p.arg0.clone();
     request.env = env;
     request.tty = p.tty.then(TerminalSize::default);
@@ -179,7 +166,15 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         uid: rustix::process::geteuid().as_raw(),
         error,
     };
-    let started = match server.imp.start(request).await {
+    // The session's home is made at its first start, and a failure to make it fails the start.
+    let started = match session.home(server.imp.as_ref()) {
+        Ok(home) => {
+            request.home = home;
+            server.imp.start(request).await
+        }
+        Err(e) => Err(e),
+    };
+    let started = match started {
         Ok(started) => started,
         Err(e) => {
             session
