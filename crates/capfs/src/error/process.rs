@@ -24,7 +24,7 @@ pub(crate) fn run_as_needs_root() -> io::Error {
 pub(crate) fn root_needs_run_as() -> io::Error {
     io::Error::new(
         ErrorKind::PermissionDenied,
-        "running as root: processes need an unprivileged user to run as (run_as)",
+        "running as root: processes need an unprivileged user to run as",
     )
 }
 
