@@ -163,7 +163,8 @@ pub(crate) fn all() -> Vec<Tool> {
         tool(
             "get_file_info",
             "Get File Info",
-            "Show a file's or directory's size, times and type without reading it.",
+            "Show a file's or directory's size, times (created, modified, accessed), type and \
+             permissions without reading it.",
             path_only,
             &["path"],
             Hint::Read,

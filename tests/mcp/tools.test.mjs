@@ -95,7 +95,8 @@ async function exerciseEveryTool(client, ws) {
   assert.equal((await call(client, "search_files", { path: ws, pattern: "*.zzz" })).text, "No matches found");
 
   r = await call(client, "get_file_info", { path: p("a.txt") });
-  assert.match(r.text, /^size: 19\ncreated: .*\nmodified: \w{3} \w{3} \d\d \d{4} [\d:]{8} GMT.*\nisDirectory: false\nisFile: true\npermissions: \d{3}$/);
+  const date = String.raw`\w{3} \w{3} \d\d \d{4} [\d:]{8} GMT\+0000 \(Coordinated Universal Time\)`;
+  assert.match(r.text, new RegExp(`^size: 19\ncreated: ${date}\nmodified: ${date}\naccessed: ${date}\nisDirectory: false\nisFile: true\npermissions: \\d{3}$`));
 
   r = await call(client, "list_allowed_directories");
   assert.match(r.text, new RegExp(`^Allowed directories:\\n${ws}`));
