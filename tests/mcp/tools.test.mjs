@@ -240,7 +240,7 @@ describe("local behaviour", () => {
     fs.mkdirSync(path.join(ws, "a"));
     fs.mkdirSync(path.join(ws, "b"));
     const elsewhere = tempDir("roots-elsewhere");
-    const roots = { current: [{ uri: `file://${path.join(ws, "a")}` }, { uri: `file://${elsewhere}` }] };
+    const roots = { current: [{ uri: `file://${path.join(ws, "a")}` }, { uri: `file://${elsewhere}` }, { uri: "b" }] };
     const { client, close, stderr } = await capfsLocal([ws], [], { roots });
     try {
       const expectAllowed = async (text) => {
@@ -255,7 +255,9 @@ describe("local behaviour", () => {
       assert.ok((await call(client, "list_directory", { path: path.join(ws, "b") })).isError);
       assert.ok((await call(client, "list_directory", { path: elsewhere })).isError);
       assert.match(stderr(), /ignoring a client root outside every configured root/);
-      roots.current = [{ uri: `file://${path.join(ws, "b")}` }];
+      assert.match(stderr(), /ignoring a client root: neither a file:\/\/ URI nor an absolute path/);
+      // A plain absolute path is a root as a file:// URI is.
+      roots.current = [{ uri: path.join(ws, "b") }];
       await client.sendRootsListChanged();
       await expectAllowed(`Allowed directories:\n${path.join(ws, "b")}`);
       assert.ok(!(await call(client, "list_directory", { path: path.join(ws, "b") })).isError);
