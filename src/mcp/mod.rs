@@ -5,6 +5,7 @@
 
 mod bounded;
 mod call;
+mod fit;
 mod glob;
 mod listing;
 mod ops;
@@ -12,6 +13,7 @@ mod reads;
 mod roots;
 mod text;
 mod tools;
+mod tree;
 mod views;
 mod wire;
 
@@ -199,7 +201,7 @@ impl ServerHandler for McpServer {
             Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
         };
         // Every reply stays under the limit a client reads; the read tools are bounded before
-        // they read, this catches the rest (a huge listing or diff).
+        // they read and the listings cut to it, this catches the rest (a huge diff).
         let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
         if size > reads::REPLY_LIMIT - REPLY_ENVELOPE {
             let what = named.map_or_else(
