@@ -112,12 +112,12 @@ impl Tools<'_> {
             })
             .collect();
         // The totals are of every entry, and always sent: the rows get what they leave.
-        let footer = format!(
-            "\n\nTotal: {files} files, {} directories\nCombined size: {}",
-            rows.len() - files,
-            text::format_size(total)
-        );
-        let room = LISTING_BUDGET.saturating_sub(json_len(&footer));
+        let totals = [
+            String::new(),
+            format!("Total: {files} files, {} directories", rows.len() - files),
+            format!("Combined size: {}", text::format_size(total)),
+        ];
+        let room = LISTING_BUDGET.saturating_sub(json_len(&totals.join("\n")) + 2);
         let found = lines.len();
         lines.truncate(lines_fitting(&lines, room));
         let cut = Cut {
@@ -126,7 +126,8 @@ impl Tools<'_> {
             shown: lines.len(),
             narrow: LIST_NARROWER,
         };
-        Ok(cut.output(lines.join("\n") + &footer))
+        lines.extend(totals);
+        Ok(cut.output(lines.join("\n")))
     }
 
     pub(super) async fn tree(&self, a: TreeArgs) -> ToolResult {

@@ -34,6 +34,7 @@ function twin(label) {
   fs.writeFileSync(path.join(ws, "a.ts"), "x\n");
   fs.mkdirSync(path.join(ws, ".hidden"));
   fs.writeFileSync(path.join(ws, ".hidden/h.js"), "x\n");
+  fs.mkdirSync(path.join(ws, "empty"));
   return ws;
 }
 
@@ -52,6 +53,9 @@ const CALLS = (p) => [
   ["list_directory", { path: p("src") }],
   ["list_directory_with_sizes", { path: p(".") }],
   ["list_directory_with_sizes", { path: p("."), sortBy: "size" }],
+  ["list_directory", { path: p("empty") }],
+  ["list_directory_with_sizes", { path: p("empty") }],
+  ["directory_tree", { path: p("empty") }],
   ["directory_tree", { path: p("src") }],
   ["directory_tree", { path: p("."), excludePatterns: [".git", "*.bin"] }],
   ["search_files", { path: p("."), pattern: "**/*.ts" }],
