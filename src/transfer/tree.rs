@@ -314,6 +314,9 @@ async fn walk_once(
     let open = |e: io::Error| side.failure("cannot open directory", top, base, &e);
     let mut walk = fs.walk(&dir, &options).await.map_err(open)?;
     let omitted = walk.non_utf8_names_omitted;
+    // A walk cut at its depth alone holds a directory at its last level; one that says so
+    // and holds none stopped short.
+    walk.stopped |= walk.truncated && !checks::reaches_level(&walk, levels);
     // Short of the entries asked for, a walk stopped at the bytes of its names, or at a
     // server's message limit: then it is made again by listing, which that limit does not cut.
     // Never for a local tree, whose walk only the bytes stop and whose deepest directories a

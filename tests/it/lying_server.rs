@@ -232,10 +232,11 @@ async fn get_r_of_an_endless_tree_stops_at_its_bound() {
     server.abort();
 }
 
-/// A capfs server that walks: `/ws/top` is a directory, each `capfs/walk` is answered with
-/// what `walks` gives for the walked path relative to `/ws/top`, and each file holds `hello`.
+/// A capfs server that walks: `/ws/top` is a directory, each `capfs/walk` and
+/// `fs/readDirectory` is answered with what `walks` gives for the method and the path relative
+/// to `/ws/top`, anything else is a file holding `hello`.
 fn walking_server(
-    walks: impl Fn(&str) -> serde_json::Value + Send + 'static,
+    walks: impl Fn(&str, &str) -> serde_json::Value + Send + 'static,
 ) -> impl Fn(&str, &serde_json::Value) -> Answer + Send + 'static {
     move |method, params| {
         let path = params["path"].as_str().unwrap_or("");
@@ -248,9 +249,12 @@ fn walking_server(
             "fs/getMetadata" if path == "/ws/top" => Answer::Result(
                 json!({"isDirectory": true, "isFile": false, "mode": 493, "size": 0}),
             ),
-            "capfs/walk" => {
+            "fs/getMetadata" => Answer::Result(
+                json!({"isDirectory": false, "isFile": true, "mode": 420, "size": 5}),
+            ),
+            "capfs/walk" | "fs/readDirectory" => {
                 let rel = path.strip_prefix("/ws/top").unwrap_or(path);
-                Answer::Result(walks(rel.trim_start_matches('/')))
+                Answer::Result(walks(method, rel.trim_start_matches('/')))
             }
             "capfs/readFileStream" => Answer::Stream(b"hello".to_vec(), Some(5)),
             _ => Answer::Error("refused".to_string()),
@@ -274,7 +278,7 @@ fn walked(kind: &str, path: &str) -> serde_json::Value {
 /// `get -r /ws/top` from `walking_server(walks)` into a fresh destination: its output, and
 /// the destination.
 async fn get_r(
-    walks: impl Fn(&str) -> serde_json::Value + Send + 'static,
+    walks: impl Fn(&str, &str) -> serde_json::Value + Send + 'static,
 ) -> (std::process::Output, tempfile::TempDir, std::path::PathBuf) {
     let (url, server) = fake_server(walking_server(walks)).await;
     let dir = tempfile::tempdir().unwrap();
@@ -292,7 +296,7 @@ async fn get_r_refuses_a_walk_that_contradicts_itself_or_leaves_entries_out() {
         json!({"entries": [walked("dir", "a"), walked("file", "a/b")],
         "truncated": false})
     };
-    let (out, _dir, dest) = get_r(move |_| honest()).await;
+    let (out, _dir, dest) = get_r(move |_, _| honest()).await;
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(std::fs::read(dest.join("a/b")).unwrap(), b"hello");
     let cases = [
@@ -351,7 +355,7 @@ async fn get_r_refuses_a_walk_that_contradicts_itself_or_leaves_entries_out() {
     for (entries, omitted, expected) in cases {
         let reply = json!({"entries": entries, "truncated": false, "nonUtf8NamesOmitted": omitted});
         let shown = reply.to_string();
-        let (out, _dir, dest) = get_r(move |_| reply.clone()).await;
+        let (out, _dir, dest) = get_r(move |_, _| reply.clone()).await;
         assert_eq!(out.status.code(), Some(1), "{shown}: {}", describe(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         let message = format!("capfs: {expected} by the server; get -r copies no tree in part\n");
@@ -368,7 +372,7 @@ async fn get_r_walks_below_the_last_level_even_when_the_walk_says_it_is_whole() 
     // 256 levels: as deep as one walk goes.
     let deepest = vec!["d"; 256].join("/");
     let below = deepest.clone();
-    let (out, _dir, dest) = get_r(move |rel| {
+    let (out, _dir, dest) = get_r(move |_, rel| {
         if rel == below {
             return json!({"entries": [walked("file", "f")], "truncated": false});
         }
@@ -383,4 +387,22 @@ async fn get_r_walks_below_the_last_level_even_when_the_walk_says_it_is_whole() 
         std::fs::read(dest.join(&deepest).join("f")).unwrap(),
         b"hello"
     );
+}
+
+/// A walk that says it was cut at its depth but holds no directory at its last level was cut
+/// elsewhere: the tree is listed again, and copied whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_lists_again_a_walk_cut_short_that_claims_only_its_depth_cut_it() {
+    let (out, _dir, dest) = get_r(|method, _| match method {
+        "capfs/walk" => json!({"entries": [walked("file", "a")], "truncated": true,
+            "stopped": false}),
+        _ => json!({"entries": [
+            {"fileName": "a", "isDirectory": false, "isFile": true},
+            {"fileName": "b", "isDirectory": false, "isFile": true}]}),
+    })
+    .await;
+    assert!(out.status.success(), "{}", describe(&out));
+    for name in ["a", "b"] {
+        assert_eq!(std::fs::read(dest.join(name)).unwrap(), b"hello", "{name}");
+    }
 }

@@ -1,14 +1,15 @@
 //! What a walk must hold for its tree to be copied whole, and nothing else: names that are
 //! each one plain component, every entry under a directory the walk listed as one, no name
-//! listed twice in a directory, no entry left out. A walk that breaks one (a broken or lying
-//! server's) fails the plan, before anything is copied: a copy is whole or it is an error.
+//! listed twice in a directory, no entry left out, no cut but at its depth unless it says it
+//! stopped. A walk that breaks one (a broken or lying server's) fails the plan, or is made
+//! again by listing, before anything is copied: a copy is whole or it is an error.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use capfs::{AbsolutePathBuf, WalkEntry};
+use capfs::{AbsolutePathBuf, Walk, WalkEntry};
 
 use super::{Side, name_of};
 use crate::fail::{EXIT_FAILURE, Failure};
@@ -78,6 +79,17 @@ pub(super) fn none_left_out(
     }
     let what = format!("{omitted} entries below it whose names are not UTF-8 were left out");
     Err(incomplete(side, top, base, &what))
+}
+
+/// `walk` lists a directory at its level `levels` (1: the walked directory's own entries).
+pub(super) fn reaches_level(walk: &Walk, levels: usize) -> bool {
+    walk.entries.iter().any(|e| {
+        let depth = match &e.raw_path {
+            Some(raw) => raw.components().count(),
+            None => e.path.split('/').count(),
+        };
+        e.is_directory && !e.is_symlink && depth == levels
+    })
 }
 
 /// A walk of the tree that cannot be all of it: `what` is wrong with the entry at `rel`.
