@@ -1,13 +1,15 @@
 //! The listing tools: `list_directory`, `list_directory_with_sizes`, `directory_tree` and
-//! `search_files`, each a listing or one walk through the backend.
+//! `search_files`, each a listing or one walk through the backend, cut to what one reply
+//! carries (see `fit.rs`).
 
-use rmcp::model::ContentBlock;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::call::{Output, PathArgs, ToolResult, Tools, at_path};
+use super::call::{PathArgs, ToolResult, Tools, at_path};
+use super::fit::{Cut, LISTING_BUDGET, lines_fitting};
 use super::glob;
+use super::reads::json_len;
 use super::text;
+use super::tree;
 use capfs::{ReadDirectoryEntry, WalkEntry, WalkOptions};
 use futures_util::future::join_all;
 
@@ -65,7 +67,7 @@ impl Tools<'_> {
                 format!("{tag} {}", e.file_name)
             })
             .collect();
-        Ok(Output::Text(lines.join("\n")))
+        Ok(cut_lines(lines, LISTING_BUDGET, None, LIST_NARROWER))
     }
 
     pub(super) async fn list_with_sizes(&self, a: SizesArgs) -> ToolResult {
@@ -109,13 +111,23 @@ impl Tools<'_> {
                 format!("{tag} {name:<30} {size}")
             })
             .collect();
-        lines.push(String::new());
-        lines.push(format!(
-            "Total: {files} files, {} directories",
-            rows.len() - files
-        ));
-        lines.push(format!("Combined size: {}", text::format_size(total)));
-        Ok(Output::Text(lines.join("\n")))
+        // The totals are of every entry, and always sent: the rows get what they leave.
+        let totals = [
+            String::new(),
+            format!("Total: {files} files, {} directories", rows.len() - files),
+            format!("Combined size: {}", text::format_size(total)),
+        ];
+        let room = LISTING_BUDGET.saturating_sub(json_len(&totals.join("\n")) + 2);
+        let found = lines.len();
+        lines.truncate(lines_fitting(&lines, room));
+        let cut = Cut {
+            walk: None,
+            found,
+            shown: lines.len(),
+            narrow: LIST_NARROWER,
+        };
+        lines.extend(totals);
+        Ok(cut.output(lines.join("\n")))
     }
 
     pub(super) async fn tree(&self, a: TreeArgs) -> ToolResult {
@@ -140,15 +152,20 @@ impl Tools<'_> {
             .walk(&path, &options)
             .await
             .map_err(|e| at_path(&path, e))?;
-        let kept = excludes.prune(&walk.entries);
-        let tree = build_tree(kept.iter().map(|e| (e.path.as_str(), e.is_directory)));
-        let text =
-            serde_json::to_string_pretty(&tree).expect("a tree of strings always serializes");
+        let kept: Vec<(&str, bool)> = excludes
+            .prune(&walk.entries)
+            .iter()
+            .map(|e| (e.path.as_str(), e.is_directory))
+            .collect();
         // The note is a block of its own, so the tree's text stays JSON that parses.
-        match walk.truncated {
-            false => Ok(Output::Text(text)),
-            true => Ok(with_note(text, truncation_note(&options))),
-        }
+        let (text, shown) = tree::text(&kept, LISTING_BUDGET);
+        let cut = Cut {
+            walk: walk.truncated.then_some(&options),
+            found: kept.len(),
+            shown,
+            narrow: "ask for the tree of a subdirectory, or leave parts out with excludePatterns",
+        };
+        Ok(cut.output(text))
     }
 
     pub(super) async fn search(&self, a: SearchArgs) -> ToolResult {
@@ -187,11 +204,33 @@ impl Tools<'_> {
             lines.push("No matches found".to_string());
         }
         // The note is a block of its own: every line of the first is a path.
-        match walk.truncated {
-            false => Ok(Output::Text(lines.join("\n"))),
-            true => Ok(with_note(lines.join("\n"), truncation_note(&options))),
-        }
+        let walk_cut = walk.truncated.then_some(&options);
+        Ok(cut_lines(lines, LISTING_BUDGET, walk_cut, SEARCH_NARROWER))
     }
+}
+
+/// How to see the entries a listing left out.
+const LIST_NARROWER: &str = "search_files with a pattern lists the rest";
+const SEARCH_NARROWER: &str =
+    "search a subdirectory, with a narrower pattern, or leave parts out with excludePatterns";
+
+/// `lines`, one entry each, as many as fit in `room` bytes of a JSON string, with the note of
+/// what was left out.
+fn cut_lines(
+    mut lines: Vec<String>,
+    room: usize,
+    walk: Option<&WalkOptions>,
+    narrow: &str,
+) -> super::call::Output {
+    let found = lines.len();
+    lines.truncate(lines_fitting(&lines, room));
+    let cut = Cut {
+        walk,
+        found,
+        shown: lines.len(),
+        narrow,
+    };
+    cut.output(lines.join("\n"))
 }
 
 /// Exclude patterns: the globs the walk prunes with, and those pruned here (negated, or
@@ -247,93 +286,4 @@ impl Excludes {
 /// would name a different entry or none (remote listings leave them out too).
 fn listable(entries: Vec<ReadDirectoryEntry>) -> Vec<ReadDirectoryEntry> {
     entries.into_iter().filter(|e| !e.lossy_name).collect()
-}
-
-/// A result whose first block is `text` (mirrored in `structuredContent.content`) and whose
-/// second says how it was cut short.
-fn with_note(text: String, note: String) -> Output {
-    let structured = json!({ "content": text });
-    Output::Blocks {
-        blocks: vec![ContentBlock::text(text), ContentBlock::text(note)],
-        structured,
-    }
-}
-
-fn truncation_note(options: &WalkOptions) -> String {
-    format!(
-        "(results truncated: at most {} entries and {} directory levels are listed)",
-        options.max_entries, options.max_depth
-    )
-}
-
-/// One node of `directory_tree`'s JSON, its members in the order clients expect.
-#[derive(serde::Serialize)]
-struct Node {
-    name: String,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    children: Option<Vec<Node>>,
-}
-
-/// Builds the nested tree from walk entries in depth-first pre-order (`a`, `a/b`, `a/b/c`...).
-fn build_tree<'a>(entries: impl Iterator<Item = (&'a str, bool)>) -> Vec<Node> {
-    // The open directories from the top: each one's relative path and its children so far.
-    let mut stack: Vec<(String, Vec<Node>)> = vec![(String::new(), Vec::new())];
-    let close = |stack: &mut Vec<(String, Vec<Node>)>| {
-        let (_, children) = stack.pop().expect("a directory below the top is open");
-        let parent = stack.last_mut().expect("the top stays open");
-        if let Some(node) = parent.1.last_mut() {
-            node.children = Some(children);
-        }
-    };
-    for (rel, is_dir) in entries {
-        // Close directories this entry is not inside.
-        while stack.len() > 1 {
-            let prefix = &stack.last().expect("checked").0;
-            if rel.len() > prefix.len()
-                && rel.starts_with(prefix.as_str())
-                && rel.as_bytes()[prefix.len()] == b'/'
-            {
-                break;
-            }
-            close(&mut stack);
-        }
-        let name = rel.rsplit('/').next().unwrap_or(rel).to_string();
-        let node = Node {
-            name,
-            kind: if is_dir { "directory" } else { "file" },
-            children: is_dir.then(Vec::new),
-        };
-        stack.last_mut().expect("the top stays open").1.push(node);
-        if is_dir {
-            stack.push((rel.to_string(), Vec::new()));
-        }
-    }
-    while stack.len() > 1 {
-        close(&mut stack);
-    }
-    stack.pop().map(|(_, top)| top).unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn trees_nest_preorder_entries() {
-        let entries = [("a", true), ("a/b", false), ("a/c", true), ("d", false)];
-        let tree = build_tree(entries.into_iter());
-        let json = serde_json::to_value(&tree).unwrap();
-        assert_eq!(
-            json,
-            json!([
-                { "name": "a", "type": "directory", "children": [
-                    { "name": "b", "type": "file" },
-                    { "name": "c", "type": "directory", "children": [] }
-                ] },
-                { "name": "d", "type": "file" }
-            ])
-        );
-    }
 }

@@ -5,6 +5,7 @@
 
 mod bounded;
 mod call;
+mod fit;
 mod glob;
 mod listing;
 mod ops;
@@ -12,6 +13,7 @@ mod reads;
 mod roots;
 mod text;
 mod tools;
+mod tree;
 mod views;
 mod wire;
 
@@ -86,12 +88,18 @@ impl McpServer {
             }
         };
         let mut dirs: Vec<(AbsolutePathBuf, bool)> = Vec::new();
+        let mut unusable: Vec<String> = Vec::new();
         for root in &roots {
-            let inside = roots::client_root_path(&root.uri)
-                .map(|p| roots::unalias(&self.configured, &p))
-                .and_then(|p| roots::containing(&self.configured, &p).map(|a| (p, a.read_only)));
-            match inside {
-                Some(dir) if !dirs.iter().any(|d| d.0 == dir.0) => dirs.push(dir),
+            let path = match roots::client_root_path(&root.uri) {
+                Ok(path) => roots::unalias(&self.configured, &path),
+                Err(why) => {
+                    tracing::warn!(uri = root.uri, "ignoring a client root: {why}");
+                    unusable.push(format!("{:?}: {why}", root.uri));
+                    continue;
+                }
+            };
+            match roots::containing(&self.configured, &path) {
+                Some(a) if !dirs.iter().any(|d| d.0 == path) => dirs.push((path, a.read_only)),
                 Some(_) => {}
                 None => tracing::warn!(
                     uri = root.uri,
@@ -106,7 +114,7 @@ impl McpServer {
                 allowed: Vec::new(),
                 none_because: Some(format!(
                     "no allowed directories: the client's roots ({}) lie outside the configured \
-                     directories ({})",
+                     directories ({}){}",
                     if uris.is_empty() {
                         "none".to_string()
                     } else {
@@ -116,7 +124,11 @@ impl McpServer {
                         .iter()
                         .map(|a| a.path.to_string())
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    unusable
+                        .iter()
+                        .map(|u| format!("; ignored {u}"))
+                        .collect::<String>()
                 )),
             }
         } else if dirs.len() == self.configured.len()
@@ -189,7 +201,7 @@ impl ServerHandler for McpServer {
             Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
         };
         // Every reply stays under the limit a client reads; the read tools are bounded before
-        // they read, this catches the rest (a huge listing or diff).
+        // they read and the listings cut to it, this catches the rest (a huge diff).
         let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
         if size > reads::REPLY_LIMIT - REPLY_ENVELOPE {
             let what = named.map_or_else(

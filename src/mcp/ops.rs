@@ -142,10 +142,12 @@ impl Tools<'_> {
             .await
             .map_err(|e| at_path(&path, e))?;
         Ok(Output::Text(format!(
-            "size: {}\ncreated: {}\nmodified: {}\nisDirectory: {}\nisFile: {}\npermissions: {:03o}",
+            "size: {}\ncreated: {}\nmodified: {}\naccessed: {}\nisDirectory: {}\nisFile: {}\n\
+             permissions: {:03o}",
             m.size,
             text::format_date(m.created_at_ms),
             text::format_date(m.modified_at_ms),
+            text::format_date(m.accessed_at_ms),
             m.is_directory,
             m.is_file,
             m.mode & 0o777

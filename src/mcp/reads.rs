@@ -21,7 +21,7 @@ pub(crate) const REPLY_LIMIT: usize = 8 * 1024 * 1024;
 /// paths and MIME types.
 const ENVELOPE: usize = 16 * 1024;
 /// Most bytes of text a reply carries: it is sent twice (`content` and `structuredContent`).
-const TEXT_BUDGET: usize = (REPLY_LIMIT - ENVELOPE) / 2;
+pub(crate) const TEXT_BUDGET: usize = (REPLY_LIMIT - ENVELOPE) / 2;
 /// Most bytes of a media file a reply carries: base64 (4 bytes per 3), sent twice.
 const MEDIA_BUDGET: usize = (REPLY_LIMIT - ENVELOPE) / 8 * 3;
 const _: () = assert!(2 * TEXT_BUDGET + ENVELOPE <= REPLY_LIMIT);

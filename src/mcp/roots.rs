@@ -88,22 +88,42 @@ pub(crate) struct View {
     pub none_because: Option<String>,
 }
 
-/// The path a client root's URI names: `file:///p` or `file://localhost/p`, percent-decoded.
-/// `None` for any other scheme or host, and for a path that is not absolute.
-pub(crate) fn client_root_path(uri: &str) -> Option<AbsolutePathBuf> {
-    let rest = uri.strip_prefix("file://")?;
+/// The path a client root names: a `file://` URI (`file:///p` or `file://localhost/p`,
+/// percent-decoded, its query and fragment dropped) or, as the reference server takes it too, a
+/// plain absolute path (`/p`, taken as it is). Anything else (another scheme or host, a relative
+/// path, `~`, a path holding NUL) is refused with the reason, for the log.
+pub(crate) fn client_root_path(uri: &str) -> Result<AbsolutePathBuf, String> {
+    let absolute = |path: &str| {
+        AbsolutePathBuf::new(path).map_err(|e| format!("not a usable absolute path: {e}"))
+    };
+    if uri.starts_with('/') {
+        return absolute(uri);
+    }
+    let Some(rest) = uri.strip_prefix("file://") else {
+        return Err(match uri.split_once("://") {
+            Some((scheme, _)) if !scheme.is_empty() => {
+                format!("a {scheme}:// URI: only file:// URIs and absolute paths name directories")
+            }
+            _ => "neither a file:// URI nor an absolute path (relative paths are not taken)"
+                .to_string(),
+        });
+    };
     let rest = match rest.strip_prefix("localhost") {
         Some(after) if after.starts_with('/') => after,
         _ => rest,
     };
     if !rest.starts_with('/') {
-        return None;
+        let host = rest.split('/').next().unwrap_or(rest);
+        return Err(format!(
+            "a file:// URI naming the host {host:?}: only local paths (file:///p, \
+             file://localhost/p) are taken"
+        ));
     }
     let rest = rest.split(['?', '#']).next().unwrap_or(rest);
     let decoded = percent_encoding::percent_decode_str(rest)
         .decode_utf8()
-        .ok()?;
-    AbsolutePathBuf::new(decoded.as_ref()).ok()
+        .map_err(|_| "a file:// URI whose path is not UTF-8 once percent-decoded".to_string())?;
+    absolute(decoded.as_ref())
 }
 
 /// The configured local directories, each resolved once (symlinks and all), with the spelling
@@ -228,15 +248,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn client_root_uris_name_local_absolute_paths_only() {
-        let p = |s: &str| client_root_path(s).map(|p| p.to_string());
+    fn client_roots_name_local_absolute_paths_only() {
+        let p = |s: &str| client_root_path(s).ok().map(|p| p.to_string());
         assert_eq!(p("file:///ws/a").as_deref(), Some("/ws/a"));
         assert_eq!(p("file://localhost/ws/a").as_deref(), Some("/ws/a"));
         assert_eq!(p("file:///ws/a%20b/").as_deref(), Some("/ws/a b"));
         assert_eq!(p("file:///ws/%2e%2e/etc").as_deref(), Some("/etc"));
+        assert_eq!(p("file:///ws/a?x#y").as_deref(), Some("/ws/a"));
         assert_eq!(p("file://other/ws"), None);
-        assert_eq!(p("/ws"), None);
         assert_eq!(p("https://x/ws"), None);
+        assert_eq!(p("file:///ws/%ff"), None);
+    }
+
+    #[test]
+    fn plain_absolute_paths_are_roots_taken_as_they_are() {
+        let p = |s: &str| client_root_path(s).map(|p| p.to_string());
+        assert_eq!(p("/srv/ws").as_deref(), Ok("/srv/ws"));
+        assert_eq!(p("/srv/ws/").as_deref(), Ok("/srv/ws"));
+        assert_eq!(p("/").as_deref(), Ok("/"));
+        // No decoding, no query: the name is the path.
+        assert_eq!(p("/srv/a%20b?c#d").as_deref(), Ok("/srv/a%20b?c#d"));
+        assert_eq!(p("/srv/ws/../etc").as_deref(), Ok("/srv/etc"));
+    }
+
+    #[test]
+    fn roots_that_name_no_local_absolute_path_are_refused_with_a_reason() {
+        for (root, reason) in [
+            ("ws", "relative paths are not taken"),
+            ("./ws", "relative paths are not taken"),
+            ("../ws", "relative paths are not taken"),
+            ("~/ws", "relative paths are not taken"),
+            ("", "relative paths are not taken"),
+            ("C:\\ws", "relative paths are not taken"),
+            ("file:ws", "relative paths are not taken"),
+            ("https://x/ws", "a https:// URI"),
+            ("file://other/ws", "the host \"other\""),
+            ("file://ws", "the host \"ws\""),
+            ("/srv/a\0b", "NUL"),
+            ("file:///srv/a%00b", "NUL"),
+        ] {
+            let err = client_root_path(root).expect_err(root);
+            assert!(err.contains(reason), "{root:?}: {err}");
+        }
     }
 
     #[test]

@@ -103,7 +103,9 @@ pub(crate) fn all() -> Vec<Tool> {
         tool(
             "list_directory",
             "List Directory",
-            "List a directory's entries, one per line, each marked [DIR] or [FILE].",
+            "List a directory's entries, one per line, each marked [DIR] or [FILE]. A listing \
+             longer than one reply carries is cut short, with a note of how many entries were \
+             left out.",
             path_only.clone(),
             &["path"],
             Hint::Read,
@@ -112,7 +114,8 @@ pub(crate) fn all() -> Vec<Tool> {
             "list_directory_with_sizes",
             "List Directory with Sizes",
             "List a directory's entries with their sizes, sorted by name or by size, followed by \
-             the totals.",
+             the totals (of every entry). A listing longer than one reply carries is cut short, \
+             with a note of how many entries were left out.",
             json!({
                 "path": { "type": "string" },
                 "sortBy": {
@@ -129,8 +132,11 @@ pub(crate) fn all() -> Vec<Tool> {
             "directory_tree",
             "Directory Tree",
             "The tree below a directory as indented JSON: each entry has 'name' and 'type' (file \
-             or directory), directories a 'children' array. Symlinks are never followed. Very \
-             large or deep trees are cut short with a note.",
+             or directory), directories a 'children' array. Symlinks are never followed. A tree \
+             past 100,000 entries, 128 levels or what one reply carries (8 MiB) is cut short: \
+             the JSON still parses and holds the first entries in depth-first order, and a \
+             second content block says how many entries were left out and how to narrow the \
+             request (a subdirectory, excludePatterns).",
             json!({ "path": { "type": "string" }, "excludePatterns": excludes.clone() }),
             &["path"],
             Hint::Read,
@@ -151,7 +157,9 @@ pub(crate) fn all() -> Vec<Tool> {
             "Search Files",
             "Find files and directories below a path whose path relative to it matches a glob \
              ('*.rs' at the top, '**/*.rs' at any depth); returns their full paths. Symlinks are \
-             listed, never followed.",
+             listed, never followed. Results past 100,000 entries, 128 levels or what one reply \
+             carries (8 MiB) are cut short, with a second content block saying how many were \
+             left out and how to narrow the search.",
             json!({
                 "path": { "type": "string" },
                 "pattern": { "type": "string" },
@@ -163,7 +171,8 @@ pub(crate) fn all() -> Vec<Tool> {
         tool(
             "get_file_info",
             "Get File Info",
-            "Show a file's or directory's size, times and type without reading it.",
+            "Show a file's or directory's size, times (created, modified, accessed), type and \
+             permissions without reading it.",
             path_only,
             &["path"],
             Hint::Read,

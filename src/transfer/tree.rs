@@ -4,12 +4,14 @@
 //! local source through a `LocalFileSystem` whose one root, read-only, is the source directory,
 //! so that the local side gets the library's confined walk and its bounds. Parents come before
 //! children, special files are left out with a warning, and a tree past a bound (its depth, its
-//! entries, the bytes of its names) fails the plan instead of being copied in part.
+//! entries, the bytes of its names) fails the plan instead of being copied in part. So does a
+//! walk that contradicts itself (an entry whose directory it did not list as one, a name listed
+//! twice) or leaves entries out (names that are not UTF-8): a lying server's tree is refused,
+//! never copied short of what it holds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use capfs::defaults::walk_by_listing;
@@ -21,7 +23,7 @@ use capfs::{
 use rustix::io::Errno;
 
 use crate::fail::{EXIT_FAILURE, Failure, reason};
-use crate::names::{escape, quote};
+use crate::names::quote;
 
 /// Linux's bound on a path given to a system call, its terminating NUL included.
 const PATH_MAX: usize = 4_096;
@@ -200,6 +202,8 @@ async fn plan(
     // Each directory's entries as the walks found them, by the directory's relative path
     // (its bytes: a `Path` hashes component by component).
     let mut children: HashMap<OsString, Vec<WalkEntry>> = HashMap::new();
+    // The directories listed (by their bytes too): those whose entries are copied.
+    let mut directories: HashSet<OsString> = HashSet::new();
     let mut found = 1;
     let mut pending = vec![(PathBuf::new(), 0usize)];
     while let Some((base, depth)) = pending.pop() {
@@ -217,10 +221,15 @@ async fn plan(
         }
         found += walk.entries.len();
         for entry in walk.entries {
-            let below = valid_rel(side, top, &base, &entry)?;
+            let below = checks::valid_rel(side, top, &base, &entry)?;
             let rel = base.join(below);
-            if entry.is_directory && walk.truncated && below.components().count() == levels {
-                pending.push((rel.clone(), depth + levels));
+            if entry.is_directory && !entry.is_symlink {
+                // At the walk's last level its entries are unlisted, whether or not the walk
+                // says it was cut there: a walk from it lists them.
+                if below.components().count() == levels {
+                    pending.push((rel.clone(), depth + levels));
+                }
+                directories.insert(rel.as_os_str().to_os_string());
             }
             let parent = rel.parent().unwrap_or(Path::new("")).as_os_str();
             match children.get_mut(parent) {
@@ -231,6 +240,7 @@ async fn plan(
             }
         }
     }
+    checks::all_reached(side, top, &children, &directories)?;
     let mut nodes = vec![Node::Directory {
         rel: PathBuf::new(),
         mode: top_mode,
@@ -241,6 +251,7 @@ async fn plan(
     while let Some(rel) = next.pop() {
         let mut entries = children.remove(rel.as_os_str()).unwrap_or_default();
         entries.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+        checks::none_twice(side, top, &rel, &entries)?;
         for entry in entries {
             let child_rel = rel.join(name_of(&entry));
             if entry.is_symlink {
@@ -302,6 +313,10 @@ async fn walk_once(
     let dir = at(top, base);
     let open = |e: io::Error| side.failure("cannot open directory", top, base, &e);
     let mut walk = fs.walk(&dir, &options).await.map_err(open)?;
+    let omitted = walk.non_utf8_names_omitted;
+    // A walk cut at its depth alone holds a directory at its last level; one that says so
+    // and holds none stopped short.
+    walk.stopped |= walk.truncated && !checks::reaches_level(&walk, levels);
     // Short of the entries asked for, a walk stopped at the bytes of its names, or at a
     // server's message limit: then it is made again by listing, which that limit does not cut.
     // Never for a local tree, whose walk only the bytes stop and whose deepest directories a
@@ -313,6 +328,7 @@ async fn walk_once(
         let what = format!("the tree's names hold more than {WALK_BYTES_LIMIT} bytes");
         return Err(side.too_large(top, base, &what, "at most that much"));
     }
+    checks::none_left_out(side, top, base, omitted.max(walk.non_utf8_names_omitted))?;
     if let Some(error) = walk.errors.first() {
         let unlisted = base.join(&error.path);
         // The listing's own error, for its kind (and so the exit status) and its wording.
@@ -354,41 +370,6 @@ fn name_of(entry: &WalkEntry) -> &OsStr {
     }
 }
 
-/// A walk entry's exact path below the walked directory `base`, when each of its names is one
-/// plain component: anything else (a broken or hostile server's `..`) would land outside the
-/// destination.
-fn valid_rel<'a>(
-    side: Side<'_>,
-    top: &AbsolutePathBuf,
-    base: &Path,
-    entry: &'a WalkEntry,
-) -> Result<&'a Path, Failure> {
-    let (rel, valid) = match &entry.raw_path {
-        Some(raw) => (raw.as_path(), raw.iter().all(is_plain_name)),
-        None => {
-            let valid = entry.path.split('/').all(|n| is_plain_name(OsStr::new(n)));
-            (Path::new(&entry.path), valid)
-        }
-    };
-    if valid {
-        return Ok(rel);
-    }
-    Err(Failure::plain(
-        format!(
-            "{}: the server listed an invalid name {}",
-            quote(&side.show(top, base)),
-            escape(rel.as_os_str().as_bytes())
-        ),
-        EXIT_FAILURE,
-    ))
-}
-
-/// A name that is exactly one normal path component: not empty, `.` or `..`, without `/`.
-fn is_plain_name(name: &OsStr) -> bool {
-    let name = name.as_bytes();
-    !matches!(name, b"" | b"." | b"..") && !name.contains(&b'/')
-}
-
 pub(super) fn totals(nodes: &[Node]) -> (u64, u64) {
     nodes
         .iter()
@@ -398,5 +379,6 @@ pub(super) fn totals(nodes: &[Node]) -> (u64, u64) {
         })
 }
 
+mod checks;
 #[cfg(test)]
 mod tests;

@@ -64,6 +64,7 @@ function normalise(reply, root) {
   if (result && typeof result === 'object') {
     delete result.createdAtMs;
     delete result.modifiedAtMs;
+    delete result.accessedAtMs; // capfs's extension
     delete result.mode; // capfs's extension
     delete result.nonUtf8NamesOmitted; // capfs's extension
     if (Array.isArray(result.entries) && result.entries[0]?.fileName !== undefined) {

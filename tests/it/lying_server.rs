@@ -1,7 +1,8 @@
 //! The `capfs` client against a server that lies or stalls (the fake server of
 //! `hostile_server`, or a `printf` behind `--remote-command`): frames and messages are bounded
 //! before anything is allocated, a server that stops answering is given up on, and a reply
-//! that lies (a name holding NUL, more data than announced, a tree without end) is an error.
+//! that lies (a name holding NUL, more data than announced, a tree without end, a walk that
+//! contradicts itself or leaves entries out) is an error.
 
 use futures_util::StreamExt;
 use serde_json::json;
@@ -229,4 +230,179 @@ async fn get_r_of_an_endless_tree_stops_at_its_bound() {
     // Refused while planning: nothing written.
     assert!(!dest.exists());
     server.abort();
+}
+
+/// A capfs server that walks: `/ws/top` is a directory, each `capfs/walk` and
+/// `fs/readDirectory` is answered with what `walks` gives for the method and the path relative
+/// to `/ws/top`, anything else is a file holding `hello`.
+fn walking_server(
+    walks: impl Fn(&str, &str) -> serde_json::Value + Send + 'static,
+) -> impl Fn(&str, &serde_json::Value) -> Answer + Send + 'static {
+    move |method, params| {
+        let path = params["path"].as_str().unwrap_or("");
+        match method {
+            "initialize" => {
+                let mut init = capfs_initialize();
+                init["capfs"]["walk"] = json!(true);
+                Answer::Result(init)
+            }
+            "fs/getMetadata" if path == "/ws/top" => Answer::Result(
+                json!({"isDirectory": true, "isFile": false, "mode": 493, "size": 0}),
+            ),
+            "fs/getMetadata" => Answer::Result(
+                json!({"isDirectory": false, "isFile": true, "mode": 420, "size": 5}),
+            ),
+            "capfs/walk" | "fs/readDirectory" => {
+                let rel = path.strip_prefix("/ws/top").unwrap_or(path);
+                Answer::Result(walks(method, rel.trim_start_matches('/')))
+            }
+            "capfs/readFileStream" => Answer::Stream(b"hello".to_vec(), Some(5)),
+            _ => Answer::Error("refused".to_string()),
+        }
+    }
+}
+
+fn walked(kind: &str, path: &str) -> serde_json::Value {
+    let (dir, file, link) = (kind == "dir", kind == "file", kind == "link");
+    let mut entry = json!({"path": path, "isDirectory": dir, "isFile": file,
+        "isSymlink": link, "size": if file { 5 } else { 0 }});
+    if link {
+        entry["linkTarget"] = json!("elsewhere");
+    } else {
+        entry["mode"] = json!(if dir { 493 } else { 420 });
+        entry["modifiedAtMs"] = json!(1_000_000_000_000i64);
+    }
+    entry
+}
+
+/// `get -r /ws/top` from `walking_server(walks)` into a fresh destination: its output, and
+/// the destination.
+async fn get_r(
+    walks: impl Fn(&str, &str) -> serde_json::Value + Send + 'static,
+) -> (std::process::Output, tempfile::TempDir, std::path::PathBuf) {
+    let (url, server) = fake_server(walking_server(walks)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("copy");
+    let args = ["--remote", &url, "get", "-r", "-q", "/ws/top"];
+    let out = run(&[&args[..], &[dest.to_str().unwrap()]].concat()).await;
+    server.abort();
+    (out, dir, dest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_refuses_a_walk_that_contradicts_itself_or_leaves_entries_out() {
+    // The harness first: an honest walk is copied.
+    let honest = || {
+        json!({"entries": [walked("dir", "a"), walked("file", "a/b")],
+        "truncated": false})
+    };
+    let (out, _dir, dest) = get_r(move |_, _| honest()).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(std::fs::read(dest.join("a/b")).unwrap(), b"hello");
+    let cases = [
+        // An entry whose parent is never listed, or not listed as a directory.
+        (
+            vec![walked("file", "a/b")],
+            0,
+            "'/ws/top/a/b': listed without its parent directory '/ws/top/a'",
+        ),
+        (
+            vec![
+                walked("file", "x"),
+                walked("dir", "a/b"),
+                walked("file", "a/b/c"),
+            ],
+            0,
+            "'/ws/top/a/b': listed without its parent directory '/ws/top/a'",
+        ),
+        (
+            vec![walked("file", "a"), walked("file", "a/b")],
+            0,
+            "'/ws/top/a/b': listed without its parent directory '/ws/top/a'",
+        ),
+        (
+            vec![walked("link", "a"), walked("file", "a/b")],
+            0,
+            "'/ws/top/a/b': listed without its parent directory '/ws/top/a'",
+        ),
+        // A name listed twice, alike or not.
+        (
+            vec![walked("file", "a"), walked("file", "a")],
+            0,
+            "'/ws/top/a': listed twice",
+        ),
+        (
+            vec![walked("dir", "a"), walked("file", "a")],
+            0,
+            "'/ws/top/a': listed twice",
+        ),
+        (
+            vec![
+                walked("dir", "d"),
+                walked("link", "d/a"),
+                walked("file", "d/a"),
+            ],
+            0,
+            "'/ws/top/d/a': listed twice",
+        ),
+        // Names the server could not send.
+        (
+            vec![walked("file", "a")],
+            2,
+            "'/ws/top': 2 entries below it whose names are not UTF-8 were left out",
+        ),
+    ];
+    for (entries, omitted, expected) in cases {
+        let reply = json!({"entries": entries, "truncated": false, "nonUtf8NamesOmitted": omitted});
+        let shown = reply.to_string();
+        let (out, _dir, dest) = get_r(move |_, _| reply.clone()).await;
+        assert_eq!(out.status.code(), Some(1), "{shown}: {}", describe(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let message = format!("capfs: {expected} by the server; get -r copies no tree in part\n");
+        assert_eq!(stderr, message, "{shown}");
+        // Refused while planning: nothing written.
+        assert!(!dest.exists(), "{shown}");
+    }
+}
+
+/// A directory at the walk's last level has its entries unlisted, whether or not the walk
+/// says it was cut there: they are walked from it and copied, never left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_walks_below_the_last_level_even_when_the_walk_says_it_is_whole() {
+    // 256 levels: as deep as one walk goes.
+    let deepest = vec!["d"; 256].join("/");
+    let below = deepest.clone();
+    let (out, _dir, dest) = get_r(move |_, rel| {
+        if rel == below {
+            return json!({"entries": [walked("file", "f")], "truncated": false});
+        }
+        let entries: Vec<_> = (1..=256)
+            .map(|n| walked("dir", &vec!["d"; n].join("/")))
+            .collect();
+        json!({"entries": entries, "truncated": false})
+    })
+    .await;
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        std::fs::read(dest.join(&deepest).join("f")).unwrap(),
+        b"hello"
+    );
+}
+
+/// A walk that says it was cut at its depth but holds no directory at its last level was cut
+/// elsewhere: the tree is listed again, and copied whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_r_lists_again_a_walk_cut_short_that_claims_only_its_depth_cut_it() {
+    let (out, _dir, dest) = get_r(|method, _| match method {
+        "capfs/walk" => json!({"entries": [walked("file", "a")], "truncated": true,
+            "stopped": false}),
+        _ => json!({"entries": [
+            {"fileName": "a", "isDirectory": false, "isFile": true},
+            {"fileName": "b", "isDirectory": false, "isFile": true}]}),
+    })
+    .await;
+    assert!(out.status.success(), "{}", describe(&out));
+    for name in ["a", "b"] {
+        assert_eq!(std::fs::read(dest.join(name)).unwrap(), b"hello", "{name}");
+    }
 }

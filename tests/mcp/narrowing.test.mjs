@@ -182,6 +182,22 @@ describe("roots/list_changed sequences only ever narrow", () => {
         await change([`file://localhost${b}`], [b]);
         assert.equal((await read(b)).text, "in b\n");
         assert.ok((await read(a)).isError);
+        // A plain absolute path names a local path too, as the reference takes it; inside the
+        // configured directory only, any spelling of it.
+        await change([a], [a]);
+        assert.equal((await read(a)).text, "in a\n");
+        assert.ok((await read(b)).isError);
+        await change([`${b}/`, `${l.ws}/sub/../a`, l.priv, l.srv, `${l.ws}-sibling`], [b, a]);
+        assert.equal((await read(b)).text, "in b\n");
+        assert.ok((await call(client, "read_text_file", { path: path.join(l.priv, "key.txt") })).isError);
+        // Relative paths, `~` and other schemes name nothing: no directory, with the reasons.
+        await change(["a", "./b", "~", "", "https://x/a", "file:a"], []);
+        for (const dir of [a, b]) {
+          const r = await read(dir);
+          assert.ok(r.isError, dir);
+          assert.match(r.text, /no allowed directories: .*; ignored "a": neither a file:\/\/ URI nor an absolute path \(relative paths are not taken\)/);
+          assert.match(r.text, /; ignored "https:\/\/x\/a": a https:\/\/ URI/);
+        }
         await change([`file://${a}`, `file://${b}`, `file://${a}/`], [a, b]);
         assert.equal((await read(a)).text, "in a\n");
         // The whole configured directory, and no further.

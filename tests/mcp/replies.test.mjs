@@ -228,3 +228,60 @@ describe("output that parses", () => {
     } finally { await close(); await server.stop(); }
   });
 });
+
+describe("listings past the reply budget are cut, with a note, not refused", () => {
+  // 22,000 files of 200-byte names in one directory: every listing of it passes 8 MiB.
+  const ws = tempDir("cut-listings");
+  const flat = path.join(ws, "flat");
+  fs.mkdirSync(flat);
+  const FILES = 22_000;
+  for (let i = 0; i < FILES; i++) fs.writeFileSync(path.join(flat, `${String(i).padStart(5, "0")}${"n".repeat(195)}`), "");
+  const NOTE = /^\(results truncated: (\d+) of the (\d+) entries found are left out to keep the reply within 8388608 bytes; .+\)$/;
+  const countNodes = (nodes) => nodes.reduce((n, node) => n + 1 + countNodes(node.children ?? []), 0);
+  for (const [label, start] of BACKENDS) {
+    test(label, async () => {
+      const { client, close } = await start(ws);
+      try {
+        let id = 1;
+        const cut = async (name, args) => {
+          const r = await call(client, name, args);
+          id++;
+          assert.ok(!r.isError, `${name}: ${r.text.slice(0, 300)}`);
+          assert.ok(lineBytes(id, r.result) <= LIMIT, `${name}: ${lineBytes(id, r.result)} bytes`);
+          const blocks = r.result.content.map((b) => b.text);
+          assert.equal(blocks.length, 2, `${name}: the listing and its note`);
+          assert.deepEqual(r.structured, { content: blocks[0] });
+          const [, left, found] = blocks[1].match(NOTE) ?? assert.fail(`${name}: ${blocks[1]}`);
+          assert.ok(Number(left) > 0 && Number(left) < Number(found), blocks[1]);
+          return { text: blocks[0], shown: Number(found) - Number(left), found: Number(found) };
+        };
+        // The tree: JSON that parses, the first entries the walk found, as many as the note says.
+        const tree = await cut("directory_tree", { path: ws });
+        assert.equal(tree.found, FILES + 1);
+        const nodes = JSON.parse(tree.text);
+        assert.equal(countNodes(nodes), tree.shown);
+        assert.equal(nodes[0].name, "flat");
+        assert.ok(nodes[0].children.every((c) => c.type === "file" && /^\d{5}n{195}$/.test(c.name)));
+        // An excluded part makes the rest fit: no note.
+        const fits = await call(client, "directory_tree", { path: ws, excludePatterns: ["flat/0*"] });
+        assert.equal(fits.result.content.length, 1);
+        assert.equal(countNodes(JSON.parse(fits.text)), 1 + FILES - 10_000);
+        // Searches and listings: whole lines, each a path or an entry.
+        const search = await cut("search_files", { path: ws, pattern: "**" });
+        assert.equal(search.found, FILES + 1);
+        const paths = search.text.split("\n");
+        assert.equal(paths.length, search.shown);
+        assert.ok(paths.every((p) => p === flat || p.startsWith(`${flat}/`) && p.length === flat.length + 201));
+        const list = await cut("list_directory", { path: flat });
+        assert.equal(list.found, FILES);
+        const lines = list.text.split("\n");
+        assert.equal(lines.length, list.shown);
+        assert.ok(lines.every((l) => /^\[FILE\] \d{5}n{195}$/.test(l)));
+        const sizes = await cut("list_directory_with_sizes", { path: flat });
+        const rows = sizes.text.split("\n");
+        assert.deepEqual(rows.slice(-3), ["", `Total: ${FILES} files, 0 directories`, "Combined size: 0 B"]);
+        assert.equal(rows.length - 3, sizes.shown);
+      } finally { await close(); }
+    });
+  }
+});

@@ -95,7 +95,8 @@ async function exerciseEveryTool(client, ws) {
   assert.equal((await call(client, "search_files", { path: ws, pattern: "*.zzz" })).text, "No matches found");
 
   r = await call(client, "get_file_info", { path: p("a.txt") });
-  assert.match(r.text, /^size: 19\ncreated: .*\nmodified: \w{3} \w{3} \d\d \d{4} [\d:]{8} GMT.*\nisDirectory: false\nisFile: true\npermissions: \d{3}$/);
+  const date = String.raw`\w{3} \w{3} \d\d \d{4} [\d:]{8} GMT\+0000 \(Coordinated Universal Time\)`;
+  assert.match(r.text, new RegExp(`^size: 19\ncreated: ${date}\nmodified: ${date}\naccessed: ${date}\nisDirectory: false\nisFile: true\npermissions: \\d{3}$`));
 
   r = await call(client, "list_allowed_directories");
   assert.match(r.text, new RegExp(`^Allowed directories:\\n${ws}`));
@@ -239,7 +240,7 @@ describe("local behaviour", () => {
     fs.mkdirSync(path.join(ws, "a"));
     fs.mkdirSync(path.join(ws, "b"));
     const elsewhere = tempDir("roots-elsewhere");
-    const roots = { current: [{ uri: `file://${path.join(ws, "a")}` }, { uri: `file://${elsewhere}` }] };
+    const roots = { current: [{ uri: `file://${path.join(ws, "a")}` }, { uri: `file://${elsewhere}` }, { uri: "b" }] };
     const { client, close, stderr } = await capfsLocal([ws], [], { roots });
     try {
       const expectAllowed = async (text) => {
@@ -254,7 +255,9 @@ describe("local behaviour", () => {
       assert.ok((await call(client, "list_directory", { path: path.join(ws, "b") })).isError);
       assert.ok((await call(client, "list_directory", { path: elsewhere })).isError);
       assert.match(stderr(), /ignoring a client root outside every configured root/);
-      roots.current = [{ uri: `file://${path.join(ws, "b")}` }];
+      assert.match(stderr(), /ignoring a client root: neither a file:\/\/ URI nor an absolute path/);
+      // A plain absolute path is a root as a file:// URI is.
+      roots.current = [{ uri: path.join(ws, "b") }];
       await client.sendRootsListChanged();
       await expectAllowed(`Allowed directories:\n${path.join(ws, "b")}`);
       assert.ok(!(await call(client, "list_directory", { path: path.join(ws, "b") })).isError);

@@ -1,6 +1,7 @@
 //! `capfs mcp` reaches a server with the client's flags and environment: `--ca-file` for a
 //! `wss://` server behind TLS, `--connect-timeout` for a server that never answers the
-//! handshake (through a URL and through a command), `CAPFS_REMOTE`.
+//! handshake (through a URL and through a command), `CAPFS_REMOTE`. Listings past the reply
+//! budget are cut to it, not refused.
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -203,4 +204,62 @@ async fn the_connect_timeout_bounds_a_server_that_never_answers() {
     );
     assert!(took < bound, "ls took {took:?}");
     drop(silent);
+}
+
+/// A tree whose listings pass the 8 MiB reply budget (22,000 files of 200-byte names) is
+/// answered cut: the first block the tree's JSON, or one entry a line, the second a note of how
+/// many entries were left out. (`list_directory_with_sizes`, which stats every entry, is
+/// checked by `tests/mcp/replies.test.mjs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_past_the_reply_budget_are_cut_with_a_note() {
+    const FILES: usize = 22_000;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let flat = ws.join("flat");
+    fs::create_dir(&flat).unwrap();
+    for i in 0..FILES {
+        fs::File::create(flat.join(format!("{i:05}{}", "n".repeat(195)))).unwrap();
+    }
+    let mut mcp = McpProcess::start(&[ws.to_str().unwrap()]);
+    mcp.initialize();
+    let calls = [
+        ("directory_tree", json!({"path": ws}), FILES + 1),
+        (
+            "search_files",
+            json!({"path": ws, "pattern": "**"}),
+            FILES + 1,
+        ),
+        ("list_directory", json!({"path": flat}), FILES),
+    ];
+    for (id, (tool, arguments, found)) in (2..).zip(calls) {
+        mcp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments}}));
+        let reply = mcp.reply(id);
+        let bytes = reply.to_string().len();
+        assert!(bytes <= 8 << 20, "{tool}: {bytes} bytes");
+        let result = &reply["result"];
+        let text = |i: usize| result["content"][i]["text"].as_str().unwrap_or_default();
+        assert_eq!(result["isError"], false, "{tool}: {}", text(0));
+        assert_eq!(result["structuredContent"]["content"], text(0), "{tool}");
+        let note = text(1);
+        let prefix = "(results truncated: ";
+        let counts = note
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("{tool}: {note}"));
+        let (left, rest) = counts.split_once(" of the ").unwrap();
+        let left: usize = left.parse().unwrap();
+        let expected =
+            format!("{found} entries found are left out to keep the reply within 8388608 bytes; ");
+        assert!(rest.starts_with(&expected), "{tool}: {note}");
+        assert!(0 < left && left < found, "{tool}: {note}");
+        let shown = match tool {
+            "directory_tree" => {
+                let tree: Value = serde_json::from_str(text(0)).unwrap();
+                assert_eq!(tree[0]["name"], "flat");
+                tree[0]["children"].as_array().unwrap().len() + 1
+            }
+            _ => text(0).lines().count(),
+        };
+        assert_eq!(shown + left, found, "{tool}: {note}");
+    }
 }

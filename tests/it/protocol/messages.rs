@@ -176,6 +176,8 @@ async fn every_method_round_trips_with_codex_style_params() {
     assert_eq!(meta["size"], json!(5));
     assert!(meta["modifiedAtMs"].as_i64().unwrap() > 0);
     assert!(meta.get("createdAtMs").is_some());
+    // capfs's extension: the last access, as get_file_info shows it.
+    assert!(meta["accessedAtMs"].as_i64().unwrap() > 0);
     ok(peer
         .request(
             "fs/copy",

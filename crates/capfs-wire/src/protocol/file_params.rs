@@ -180,6 +180,10 @@ pub struct GetMetadataResponse {
     /// See [`FileMetadata::modified_at_ms`].
     #[serde(default)]
     pub modified_at_ms: i64,
+    /// capfs extension: see [`FileMetadata::accessed_at_ms`]; absent from other servers (and
+    /// then 0, unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accessed_at_ms: Option<i64>,
     /// capfs extension: see [`FileMetadata::mode`]; absent from other servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<u32>,
@@ -194,6 +198,7 @@ impl From<FileMetadata> for GetMetadataResponse {
             size: m.size,
             created_at_ms: m.created_at_ms,
             modified_at_ms: m.modified_at_ms,
+            accessed_at_ms: Some(m.accessed_at_ms),
             mode: Some(m.mode),
         }
     }
@@ -208,6 +213,7 @@ impl From<GetMetadataResponse> for FileMetadata {
             .with_size(m.size)
             .with_created_at_ms(m.created_at_ms)
             .with_modified_at_ms(m.modified_at_ms)
+            .with_accessed_at_ms(m.accessed_at_ms.unwrap_or(0))
             .with_mode(m.mode.unwrap_or(0))
     }
 }

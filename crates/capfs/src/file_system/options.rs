@@ -132,6 +132,8 @@ pub struct FileMetadata {
     pub created_at_ms: i64,
     /// Modification time in milliseconds since the Unix epoch, 0 when unknown.
     pub modified_at_ms: i64,
+    /// Last access time in milliseconds since the Unix epoch, 0 when unknown.
+    pub accessed_at_ms: i64,
     /// Permission bits of the resolved file (`0o7777` at most), 0 when unknown.
     pub mode: u32,
 }
@@ -143,6 +145,7 @@ with_setters!(const FileMetadata {
     with_size => size: u64,
     with_created_at_ms => created_at_ms: i64,
     with_modified_at_ms => modified_at_ms: i64,
+    with_accessed_at_ms => accessed_at_ms: i64,
     with_mode => mode: u32,
 });
 

@@ -91,6 +91,7 @@ pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<Fil
         size: metadata.len(),
         created_at_ms: metadata.created().map_or(0, |t| millis(t.into_std())),
         modified_at_ms: metadata.modified().map_or(0, |t| millis(t.into_std())),
+        accessed_at_ms: metadata.accessed().map_or(0, |t| millis(t.into_std())),
         mode: cap_std::fs::PermissionsExt::mode(&metadata.permissions()) & 0o7777,
     })
 }
