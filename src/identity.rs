@@ -1,7 +1,7 @@
 //! Who `capfs serve` acts as. One identity for everything an agent causes: the files the file
 //! side creates and replaces, and the processes it starts. Started as root, the server finds
 //! it (`--user`, else the owner of the roots), prepares what only root can (the listening
-//! socket, the roots' handles, the audit log, a cgroup directory for the user), then becomes it
+//! socket, the roots' handles, the audit log), then becomes it
 //! for good before it serves anything: the file side then has that user's powers, never
 //! root's. Started as another user, it acts as itself.
 
@@ -55,19 +55,6 @@ pub fn choose(
         )));
     }
     Ok(identity)
-}
-
-/// Prepares what a server started as root needs before it becomes `identity`: the cgroup
-/// directory its processes are bounded in (with `exec`). Nothing to do otherwise.
-pub fn prepare(identity: Identity, exec: bool) {
-    if !exec || !Identity::current().is_root() || identity.is_root() {
-        return;
-    }
-    match capfs::process::delegate_cgroups(identity.uid, identity.gid) {
-        Ok(true) => {}
-        Ok(false) => tracing::info!("no pids cgroup hierarchy: tasks bounded by RLIMIT_NPROC"),
-        Err(e) => tracing::warn!("cannot prepare a cgroup for {identity}: {e}"),
-    }
 }
 
 /// Becomes `identity` and checks that it reaches every root of `roots` with its access.

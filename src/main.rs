@@ -298,7 +298,6 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let roots = open::flag_roots(&args.root, &args.read_only);
     let sandbox = open::sandbox(&roots)?;
     let acting = identity::choose(args.user, &sandbox, args.exec.exec)?;
-    identity::prepare(acting, args.exec.exec);
     let served: Vec<_> = sandbox
         .roots()
         .iter()

@@ -239,6 +239,68 @@ async fn processes_run_as_the_same_user_see_no_host_process_and_share_a_private_
     );
 }
 
+#[tokio::test]
+async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_process() {
+    if !is_root() {
+        return;
+    }
+    let (_dir, ws) = owned_workspace(NOBODY);
+    let args = [
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--exec".as_ref(),
+        "--user".as_ref(),
+        "65534:65534".as_ref(),
+    ];
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let mut peer = Peer::ready(&server.url).await;
+    // Past the task bound (256 by default) forks fail; perl counts what it started and waits.
+    let mark = format!("6{}", std::process::id());
+    let bomb = format!(
+        "perl -e '$| = 1; my $n = 0; for (1..400) {{ my $p = fork(); last unless defined $p; \
+         if ($p == 0) {{ exec \"sleep\", \"{mark}\" }} $n++ }} print \"started $n\\n\"; sleep 1000'"
+    );
+    let start = json!({
+        "processId": "bomb", "argv": ["sh", "-c", bomb], "cwd": uri(ws.display()), "env": {},
+        "envPolicy": {"inherit": "core"}, "tty": false, "pipeStdin": false, "arg0": null,
+    });
+    assert!(
+        peer.request("process/start", start)
+            .await
+            .get("result")
+            .is_some()
+    );
+    let sleepers = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .filter(|cmdline| cmdline.starts_with(format!("sleep\0{mark}").as_bytes()))
+            .count()
+    };
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("started") {
+        let message = peer.next().await.expect("output");
+        if message["method"] == "process/output" && message["params"]["processId"] == "bomb" {
+            let chunk = message["params"]["chunk"].as_str().unwrap();
+            seen.extend(
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, chunk).unwrap(),
+            );
+        }
+    }
+    let running = sleepers();
+    assert!((100..256).contains(&running), "{running} sleepers");
+    // The bound is the bomb's own: another process of the same user starts and forks.
+    let other = run(&mut peer, &ws, "other", "sleep 0 & wait; echo fine").await;
+    assert_eq!(other, "fine\n");
+    let ended = peer
+        .request("process/terminate", json!({"processId": "bomb"}))
+        .await;
+    assert_eq!(ended["result"]["running"], true, "{ended}");
+    until_closed(&mut peer, "bomb").await;
+    assert_eq!(sleepers(), 0, "the bomb's tree outlived it");
+    server.stop().await;
+}
+
 async fn run(peer: &mut Peer, ws: &Path, id: &str, script: &str) -> String {
     let start = json!({
         "processId": id, "argv": ["sh", "-c", script], "cwd": uri(ws.display()), "env": {},

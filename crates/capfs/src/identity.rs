@@ -3,8 +3,8 @@
 //! the owner of its roots), checks that it can reach every root, then [becomes](Identity::assume)
 //! it for good: from then on every file the server touches is checked by the kernel against that
 //! user's own permissions, so a confinement bug in the file side meets the user's limits, never
-//! root's. Nothing keeps root afterwards; what needs it (the listening socket, the cgroup
-//! directory processes are bounded in) is prepared before.
+//! root's. Nothing keeps root afterwards; what needs it (the listening socket, the roots'
+//! handles) is prepared before.
 
 use std::ffi::CString;
 use std::io;

@@ -26,39 +26,6 @@ const REMOVE_DEADLINE: std::time::Duration = std::time::Duration::from_millis(20
 /// Cgroups whose removal was put off, tried again at the next start and at the end.
 type Pending = Arc<Mutex<Vec<PathBuf>>>;
 
-fn delegated_dir(uid: u32) -> PathBuf {
-    Path::new(PIDS_HIERARCHY)
-        .join("capfs")
-        .join(format!("uid-{uid}"))
-}
-
-/// As root, before becoming `uid`: makes the `pids` cgroup directory that a server acting as
-/// `uid` makes its processes' cgroups in, and gives it to that user. The cgroups the user makes
-/// there are its own (the kernel gives a cgroup's files to the user that made it), so the
-/// server bounds and kills its processes' trees without root. A process of the user cannot
-/// reach the directory: Landlock grants nothing under `/sys`, and the host is read-only to it.
-///
-/// # Errors
-///
-/// The error of making or giving the directory; `Ok(false)` when there is no `pids`
-/// hierarchy (processes are then bounded by `RLIMIT_NPROC` and their PID namespace alone).
-pub fn delegate(uid: u32, gid: u32) -> io::Result<bool> {
-    if !Path::new(PIDS_HIERARCHY).is_dir() {
-        return Ok(false);
-    }
-    let parent = Path::new(PIDS_HIERARCHY).join("capfs");
-    let dir = delegated_dir(uid);
-    for dir in [&parent, &dir] {
-        match fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
-    Ok(true)
-}
-
 /// Where this crate's cgroups are made, when the hierarchy is there and writable.
 #[derive(Debug)]
 pub(crate) struct CgroupParent {
@@ -67,24 +34,15 @@ pub(crate) struct CgroupParent {
 }
 
 impl CgroupParent {
-    /// The directory of the `pids` hierarchy this process makes its cgroups in: `capfs` (made
-    /// if missing) as root, else the `capfs/uid-UID` that [`delegate`] made for its user;
-    /// `None` when there is no such hierarchy or directory, or it is not writable (then
-    /// `RLIMIT_NPROC` alone bounds a process).
+    /// The `capfs` directory of the `pids` hierarchy, made if missing; `None` when there is no
+    /// such hierarchy or it is not writable (then `RLIMIT_NPROC` alone bounds a process).
     pub(crate) fn detect() -> Option<Self> {
-        let uid = rustix::process::geteuid();
-        let dir = match uid.is_root() {
-            true => {
-                let dir = Path::new(PIDS_HIERARCHY).join("capfs");
-                match fs::create_dir(&dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(_) => return None,
-                }
-                dir
-            }
-            false => delegated_dir(uid.as_raw()),
-        };
+        let dir = Path::new(PIDS_HIERARCHY).join("capfs");
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
         // A child made and removed at once proves the hierarchy takes them.
         let probe = dir.join(format!("probe-{}", uuid::Uuid::new_v4().simple()));
         fs::create_dir(&probe).ok()?;

@@ -87,7 +87,11 @@ impl LocalProcesses {
                 return Err(error::run_as_needs_root());
             }
         }
-        let cgroups = match policy.unconfined {
+        // A starter that is not root gives each process a user namespace of its own, in which
+        // `RLIMIT_NPROC` counts that process's tree alone: the task bound needs no cgroup, and
+        // the PID namespace kills the tree. A cgroup is for a root starter's processes, which
+        // share the host's user namespace.
+        let cgroups = match policy.unconfined || !as_root {
             true => None,
             false => CgroupParent::detect(),
         };
@@ -134,6 +138,8 @@ fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     };
     let tasks = if cgroup {
         "cgroup pids"
+    } else if policy.run_as.is_none() {
+        "RLIMIT_NPROC in its own user namespace"
     } else {
         "RLIMIT_NPROC"
     };

@@ -29,7 +29,6 @@ mod pty;
 mod run;
 mod seccomp;
 
-pub use cgroup::delegate as delegate_cgroups;
 pub use home::Home;
 pub use local::LocalProcesses;
 pub use policy::{Network, ProcessPolicy, RunAs};
