@@ -135,10 +135,10 @@ export async function awaitAllowed(client, text) {
   return last;
 }
 
-/** Starts `capfs mcp --listen http://127.0.0.1:0/mcp` on `dirs` with the bearer token
- *  `token` (CAPFS_TOKEN); returns { url, pid, stop, stderr }. */
-export async function startHttp(dirs, extra = [], { token = "test-token", env = {} } = {}) {
-  const args = ["mcp", "--listen", "http://127.0.0.1:0/mcp", ...extra, ...dirs];
+/** Starts `capfs mcp --listen http://127.0.0.1:0/mcp` (or `listen`) on `dirs` with the bearer
+ *  token `token` (CAPFS_TOKEN); returns { url, pid, stop, stderr }. */
+export async function startHttp(dirs, extra = [], { token = "test-token", env = {}, listen = "http://127.0.0.1:0/mcp" } = {}) {
+  const args = ["mcp", "--listen", listen, ...extra, ...dirs];
   const child = spawn(CAPFS, args, {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, CAPFS_TOKEN: token, RUST_LOG: "capfs=debug", ...env },

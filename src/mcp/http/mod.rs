@@ -303,16 +303,23 @@ impl Shared {
             Err(never) => match never {},
         };
         match session {
+            Some(id) if method == Method::DELETE => {
+                if !self.table.owns(&id, token) {
+                    return refusal(&Refused::NoSession);
+                }
+                let answer = reply(tower_service::Service::call(&mut rmcp, request).await);
+                if answer.status().is_success() {
+                    self.table.remove(&id);
+                    tracing::info!("session ended by its client");
+                }
+                answer
+            }
             Some(id) => {
                 let stream = match self.table.admit(&id, token, Instant::now()) {
                     Ok(stream) => stream,
                     Err(refused) => return refusal(&refused),
                 };
                 let answer = reply(tower_service::Service::call(&mut rmcp, request).await);
-                if method == Method::DELETE && answer.status().is_success() {
-                    self.table.remove(&id);
-                    tracing::info!("session ended by its client");
-                }
                 held(answer, stream)
             }
             None => {

@@ -118,6 +118,15 @@ impl Table {
         })
     }
 
+    /// Whether session `id` is one `token` made, for a request that opens no stream (a
+    /// `DELETE`, which a session at its bound must still be able to send).
+    pub(super) fn owns(&self, id: &str, token: usize) -> bool {
+        self.lock()
+            .sessions
+            .get(id)
+            .is_some_and(|entry| entry.token == token)
+    }
+
     /// Forgets session `id` (ended by its client); its open streams keep their places until
     /// they close.
     pub(super) fn remove(&self, id: &str) {
@@ -219,6 +228,7 @@ mod tests {
         assert!(t.admit("s1", 0, now).is_ok());
         assert_eq!(t.admit("s1", 1, now).err(), Some(Refused::NoSession));
         assert_eq!(t.admit("s2", 0, now).err(), Some(Refused::NoSession));
+        assert!(t.owns("s1", 0) && !t.owns("s1", 1) && !t.owns("s2", 0));
         t.remove("s1");
         assert_eq!(t.admit("s1", 0, now).err(), Some(Refused::NoSession));
     }
