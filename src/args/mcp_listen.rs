@@ -37,8 +37,9 @@ pub struct Listen {
     /// Most sessions at once.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_sessions: usize,
-    /// Most open streams (requests in progress, GET streams) at once in all.
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    /// Most open streams (requests in progress, GET streams) at once in all; each holds at most
+    /// one request (16 MiB) and one reply (8 MiB), whether or not its client reads.
+    #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_streams: usize,
     /// Most open streams at once in one session.
     #[arg(long, value_name = "N", default_value_t = 8)]

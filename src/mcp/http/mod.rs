@@ -217,9 +217,11 @@ impl Listener {
     }
 }
 
-/// Ends the sessions the table finds idle, checking a few times per idle timeout.
+/// Ends the sessions the table finds idle, checking four times per idle timeout (at least
+/// once a minute).
 async fn expire(table: Arc<Table>, manager: Arc<LocalSessionManager>, idle: Duration) {
-    let mut ticks = tokio::time::interval((idle / 4).clamp(Duration::from_millis(10), idle));
+    let period = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60));
+    let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;

@@ -72,7 +72,8 @@ impl Table {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits an initialize request of `token`: a session and a stream are reserved.
+    /// Admits a request that makes a session (an initialize): a session and a stream are
+    /// reserved until [`Making::made`] or [`Making::failed`].
     pub(super) fn begin(self: &Arc<Self>) -> Result<Making, Refused> {
         let mut state = self.lock();
         if state.sessions.len() + state.pending >= self.limits.max_sessions {
