@@ -147,6 +147,24 @@ describe("capfs mcp --listen sessions", () => {
     } finally { await server.stop(); }
   });
 
+  test("an idle session ends, and its open stream with it", { timeout: 60_000 }, async () => {
+    const ws = tempDir("http-idle");
+    const server = await startHttp([ws], ["--session-idle-timeout", "100ms"], { token: TOKEN });
+    try {
+      const init = await request(server.url, { body: INIT, headers: auth() });
+      assert.equal(init.status, 200);
+      const headers = { ...auth(), "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18" };
+      const initialized = await request(server.url, { body: { jsonrpc: "2.0", method: "notifications/initialized" }, headers });
+      assert.equal(initialized.status, 202);
+      // A GET stream, read but never answered: it ends when the server ends the idle session
+      // (the keep-alive pings of an open stream are not requests).
+      const stream = await unread(server.url, { headers });
+      assert.equal(stream.status, 200);
+      await new Promise((resolve) => { stream.res.on("close", resolve); stream.res.resume(); });
+      assert.equal((await request(server.url, { body: LIST, headers })).status, 404);
+    } finally { await server.stop(); }
+  });
+
   test("two sessions with different roots cannot see each other's files", async () => {
     const base = tempDir("http-roots");
     const [one, two] = ["one", "two"].map((d) => path.join(base, d));
