@@ -13,7 +13,8 @@ use crate::parse::duration;
 pub struct Listen {
     /// Serve MCP over Streamable HTTP at URL (http://HOST:PORT/PATH, or https:// with
     /// --tls-cert and --tls-key) instead of stdio; port 0 picks a free one and the URL is the
-    /// first line of stdout. Clients send the bearer token of --token-file (else CAPFS_TOKEN).
+    /// first line of stdout. Clients send a bearer token of --token-file (one a line), else
+    /// CAPFS_TOKEN.
     #[arg(long, value_name = "URL")]
     pub listen: Option<String>,
     /// The certificate chain (PEM) of an https:// listener.
@@ -37,10 +38,16 @@ pub struct Listen {
     /// Most sessions at once.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_sessions: usize,
+    /// Most sessions at once made with one token.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_sessions_per_token: usize,
     /// Most open streams (requests in progress, GET streams) at once in all; each holds at most
     /// one request (16 MiB) and one reply (8 MiB), whether or not its client reads.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_streams: usize,
+    /// Most open streams at once in the sessions of one token.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_streams_per_token: usize,
     /// Most open streams at once in one session.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_streams_per_session: usize,

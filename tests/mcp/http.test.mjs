@@ -147,6 +147,29 @@ describe("capfs mcp --listen sessions", () => {
     } finally { await server.stop(); }
   });
 
+  test("with one token a line, a session answers only to the token that made it, and each token has its share", async () => {
+    const ws = tempDir("http-tokens");
+    const [one, two] = ["token-one-a81f", "token-two-c3d9"];
+    const file = path.join(tempDir("http-token-file"), "tokens");
+    fs.writeFileSync(file, `${one}\n\n  ${two}  \n`);
+    const server = await startHttp([ws], ["--token-file", file, "--max-sessions-per-token", "1"], { token: "not-used" });
+    try {
+      const a = await connectHttp(server.url, one);
+      const headers = { "mcp-session-id": a.transport.sessionId, "mcp-protocol-version": a.transport.protocolVersion };
+      assert.equal((await request(server.url, { body: LIST, headers: { ...headers, ...auth(one) } })).status, 200);
+      assert.equal((await request(server.url, { body: LIST, headers: { ...headers, ...auth(two) } })).status, 404, "another token's session is unknown");
+      assert.equal((await request(server.url, { method: "DELETE", headers: { ...headers, ...auth(two) } })).status, 404, "nor can it end it");
+      assert.equal((await request(server.url, { body: INIT, headers: auth("not-used") })).status, 401, "the file wins over CAPFS_TOKEN");
+      // One session per token: token one has its own, token two still gets one.
+      assert.equal((await request(server.url, { body: INIT, headers: auth(one) })).status, 503);
+      const b = await connectHttp(server.url, two);
+      assert.match((await call(b.client, "list_allowed_directories")).text, new RegExp(ws));
+      assert.match((await call(a.client, "list_allowed_directories")).text, new RegExp(ws));
+      await a.close();
+      await b.close();
+    } finally { await server.stop(); }
+  });
+
   test("an idle session ends, and its open stream with it", { timeout: 60_000 }, async () => {
     const ws = tempDir("http-idle");
     const server = await startHttp([ws], ["--session-idle-timeout", "100ms"], { token: TOKEN });

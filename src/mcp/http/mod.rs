@@ -64,11 +64,16 @@ pub(crate) async fn bind(args: &McpArgs) -> Result<Listener, Failure> {
     let flags = &args.listen;
     let url = flags.listen.as_deref().unwrap_or_default();
     let target = listen::parse(url).map_err(|e| usage(format!("--listen: {e}")))?;
-    let token = crate::open::read_token(args.connection.token_file.as_deref())
+    // One token a line: each client (or group of them) its own, bound to its sessions.
+    let tokens: Vec<String> = crate::open::read_token(args.connection.token_file.as_deref())
         .map_err(|f| usage(f.message))?
         .ok_or_else(|| {
             usage("--listen needs a bearer token for its clients: --token-file FILE or CAPFS_TOKEN")
-        })?;
+        })?
+        .lines()
+        .map(|line| line.trim().to_string())
+        .filter(|line| !line.is_empty())
+        .collect();
     let tls = match (target.tls, &flags.tls_cert, &flags.tls_key) {
         (true, Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(usage)?),
         (true, _, _) => return Err(usage("--listen https:// needs --tls-cert and --tls-key")),
@@ -77,7 +82,9 @@ pub(crate) async fn bind(args: &McpArgs) -> Result<Listener, Failure> {
     };
     for (name, value) in [
         ("--max-sessions", flags.max_sessions),
+        ("--max-sessions-per-token", flags.max_sessions_per_token),
         ("--max-streams", flags.max_streams),
+        ("--max-streams-per-token", flags.max_streams_per_token),
         ("--max-streams-per-session", flags.max_streams_per_session),
         ("--max-connections", flags.max_connections),
     ] {
@@ -113,7 +120,7 @@ pub(crate) async fn bind(args: &McpArgs) -> Result<Listener, Failure> {
     let mut hosts = listen::hosts(&target, address, port);
     hosts.extend(flags.allow_host.iter().cloned());
     let gate = Gate::new(
-        vec![token],
+        tokens,
         hosts,
         &flags.allow_origin,
         &flags.authorization_server,
@@ -129,7 +136,9 @@ pub(crate) async fn bind(args: &McpArgs) -> Result<Listener, Failure> {
         gate,
         limits: Limits {
             max_sessions: flags.max_sessions,
+            max_sessions_per_token: flags.max_sessions_per_token,
             max_streams: flags.max_streams,
+            max_streams_per_token: flags.max_streams_per_token,
             max_streams_per_session: flags.max_streams_per_session,
             idle: flags.session_idle_timeout,
         },
@@ -325,7 +334,7 @@ impl Shared {
                 held(answer, stream)
             }
             None => {
-                let making = match self.table.begin() {
+                let making = match self.table.begin(token) {
                     Ok(making) => making,
                     Err(refused) => return refusal(&refused),
                 };
@@ -337,7 +346,7 @@ impl Shared {
                     .filter(|_| answer.status().is_success());
                 let stream = match made {
                     Some(id) => {
-                        let stream = making.made(id, token, Instant::now());
+                        let stream = making.made(id, Instant::now());
                         let (sessions, streams) = self.table.counts();
                         tracing::info!(sessions, streams, "session started");
                         stream

@@ -1,8 +1,8 @@
 //! The sessions of `capfs mcp --listen`, as capfs counts them in front of rmcp: which token made
-//! each one (a session answers only to it), how many streams each holds open, and when each was
-//! last used. A request is admitted here before rmcp sees it, and its stream (the response body)
-//! holds its place until the body is dropped, so no client holds more than its share whether
-//! or not it reads.
+//! each one (a session answers only to it), how many streams each session and each token holds
+//! open, and when each session was last used. A request is admitted here before rmcp sees it,
+//! and its stream (the response body) holds its place until the body is dropped, so no client
+//! holds more than its share whether or not it reads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Limits {
     pub(super) max_sessions: usize,
+    pub(super) max_sessions_per_token: usize,
     pub(super) max_streams: usize,
+    pub(super) max_streams_per_token: usize,
     pub(super) max_streams_per_session: usize,
     pub(super) idle: Duration,
 }
@@ -22,9 +24,9 @@ pub(super) struct Limits {
 pub(super) enum Refused {
     /// No such session, or one that another token made: answered as unknown (404).
     NoSession,
-    /// Every session is taken.
+    /// Every session is taken, in all or for the token.
     Sessions,
-    /// The session (or the server) holds as many streams as it may.
+    /// The session, the token or the server holds as many streams as it may.
     Streams,
 }
 
@@ -35,12 +37,35 @@ struct Entry {
     last_used: Instant,
 }
 
+/// What one token holds: its sessions (those being made included) and open streams.
+#[derive(Default)]
+struct Held {
+    sessions: usize,
+    streams: usize,
+}
+
 #[derive(Default)]
 struct State {
     sessions: HashMap<String, Entry>,
     /// Sessions being made: initialize requests not yet answered.
     pending: usize,
     streams: usize,
+    tokens: HashMap<usize, Held>,
+}
+
+impl State {
+    fn token(&mut self, token: usize) -> &mut Held {
+        self.tokens.entry(token).or_default()
+    }
+
+    /// Removes session `id` and gives its place back to its token.
+    fn forget(&mut self, id: &str) -> bool {
+        let Some(entry) = self.sessions.remove(id) else {
+            return false;
+        };
+        self.token(entry.token).sessions -= 1;
+        true
+    }
 }
 
 /// Every session and stream, behind one lock held only to count.
@@ -52,6 +77,7 @@ pub(super) struct Table {
 /// An open stream: its place is given back when this is dropped (with the response body).
 pub(super) struct Stream {
     table: Arc<Table>,
+    token: usize,
     session: Option<String>,
 }
 
@@ -72,49 +98,61 @@ impl Table {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits a request that makes a session (an initialize): a session and a stream are
-    /// reserved until [`Making::made`] or [`Making::failed`].
-    pub(super) fn begin(self: &Arc<Self>) -> Result<Making, Refused> {
+    /// Admits a request of `token` that makes a session (an initialize): a session and a
+    /// stream are reserved until [`Making::made`] or [`Making::failed`].
+    pub(super) fn begin(self: &Arc<Self>, token: usize) -> Result<Making, Refused> {
+        let limits = self.limits;
         let mut state = self.lock();
-        if state.sessions.len() + state.pending >= self.limits.max_sessions {
+        let in_all = (state.sessions.len() + state.pending, state.streams);
+        let held = state.token(token);
+        if in_all.0 >= limits.max_sessions || held.sessions >= limits.max_sessions_per_token {
             return Err(Refused::Sessions);
         }
-        if state.streams >= self.limits.max_streams {
+        if in_all.1 >= limits.max_streams || held.streams >= limits.max_streams_per_token {
             return Err(Refused::Streams);
         }
+        held.sessions += 1;
+        held.streams += 1;
         state.pending += 1;
         state.streams += 1;
         Ok(Making {
             stream: Some(Stream {
                 table: Arc::clone(self),
+                token,
                 session: None,
             }),
         })
     }
 
     /// Admits a request of `token` in session `id` at `now`: the session must be one `token`
-    /// made, with a stream free in it and in all.
+    /// made, with a stream free in it, for the token and in all.
     pub(super) fn admit(
         self: &Arc<Self>,
         id: &str,
         token: usize,
         now: Instant,
     ) -> Result<Stream, Refused> {
+        let limits = self.limits;
         let mut state = self.lock();
         let in_all = state.streams;
+        let for_token = state.token(token).streams;
         let entry = match state.sessions.get_mut(id) {
             Some(entry) if entry.token == token => entry,
             _ => return Err(Refused::NoSession),
         };
-        if entry.streams >= self.limits.max_streams_per_session || in_all >= self.limits.max_streams
+        if entry.streams >= limits.max_streams_per_session
+            || for_token >= limits.max_streams_per_token
+            || in_all >= limits.max_streams
         {
             return Err(Refused::Streams);
         }
         entry.streams += 1;
         entry.last_used = now;
         state.streams += 1;
+        state.token(token).streams += 1;
         Ok(Stream {
             table: Arc::clone(self),
+            token,
             session: Some(id.to_string()),
         })
     }
@@ -131,7 +169,7 @@ impl Table {
     /// Forgets session `id` (ended by its client); its open streams keep their places until
     /// they close.
     pub(super) fn remove(&self, id: &str) {
-        self.lock().sessions.remove(id);
+        self.lock().forget(id);
     }
 
     /// The sessions unused for the idle timeout at `now`, removed from the table.
@@ -145,7 +183,7 @@ impl Table {
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
-            state.sessions.remove(id);
+            state.forget(id);
         }
         expired
     }
@@ -158,9 +196,9 @@ impl Table {
 }
 
 impl Making {
-    /// The session rmcp made, `id`, belongs to `token`; the initialize request's stream
-    /// becomes one of its streams. Returns that stream.
-    pub(super) fn made(mut self, id: &str, token: usize, now: Instant) -> Stream {
+    /// The session rmcp made, `id`, belongs to the token that asked; the initialize request's
+    /// stream becomes one of its streams. Returns that stream.
+    pub(super) fn made(mut self, id: &str, now: Instant) -> Stream {
         let mut stream = self.stream.take().expect("a session is made once");
         {
             let mut state = stream.table.lock();
@@ -168,7 +206,7 @@ impl Making {
             state.sessions.insert(
                 id.to_string(),
                 Entry {
-                    token,
+                    token: stream.token,
                     streams: 1,
                     last_used: now,
                 },
@@ -181,15 +219,22 @@ impl Making {
     /// No session was made (a refused or failed initialize): the stream stays the request's.
     pub(super) fn failed(mut self) -> Stream {
         let stream = self.stream.take().expect("a session is made once");
-        stream.table.lock().pending -= 1;
+        unmade(&stream);
         stream
     }
+}
+
+/// Gives back the session place `stream`'s initialize held.
+fn unmade(stream: &Stream) {
+    let mut state = stream.table.lock();
+    state.pending -= 1;
+    state.token(stream.token).sessions -= 1;
 }
 
 impl Drop for Making {
     fn drop(&mut self) {
         if let Some(stream) = &self.stream {
-            stream.table.lock().pending -= 1;
+            unmade(stream);
         }
     }
 }
@@ -198,6 +243,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         let mut state = self.table.lock();
         state.streams -= 1;
+        state.token(self.token).streams -= 1;
         if let Some(entry) = self
             .session
             .as_deref()
@@ -215,7 +261,9 @@ mod tests {
     fn table() -> Arc<Table> {
         Table::new(Limits {
             max_sessions: 2,
+            max_sessions_per_token: 2,
             max_streams: 3,
+            max_streams_per_token: 3,
             max_streams_per_session: 2,
             idle: Duration::from_secs(60),
         })
@@ -225,7 +273,7 @@ mod tests {
     fn a_session_answers_only_to_the_token_that_made_it() {
         let t = table();
         let now = Instant::now();
-        drop(t.begin().unwrap().made("s1", 0, now));
+        drop(t.begin(0).unwrap().made("s1", now));
         assert!(t.admit("s1", 0, now).is_ok());
         assert_eq!(t.admit("s1", 1, now).err(), Some(Refused::NoSession));
         assert_eq!(t.admit("s2", 0, now).err(), Some(Refused::NoSession));
@@ -238,12 +286,12 @@ mod tests {
     fn sessions_and_streams_are_bounded_and_given_back() {
         let t = table();
         let now = Instant::now();
-        let a = t.begin().unwrap().made("a", 0, now);
-        let making = t.begin().unwrap();
+        let a = t.begin(0).unwrap().made("a", now);
+        let making = t.begin(0).unwrap();
         // Two sessions, one of them still being made: no third.
-        assert_eq!(t.begin().err(), Some(Refused::Sessions));
+        assert_eq!(t.begin(0).err(), Some(Refused::Sessions));
         drop(making);
-        let b = t.begin().unwrap().failed();
+        let b = t.begin(0).unwrap().failed();
         drop(b);
         // Session a: its initialize stream and one more, then no more in it.
         let a2 = t.admit("a", 0, now).unwrap();
@@ -251,7 +299,7 @@ mod tests {
         drop(a);
         let a3 = t.admit("a", 0, now).unwrap();
         // Three streams in all: another session gets none until one closes.
-        let c = t.begin().unwrap().made("c", 0, now);
+        let c = t.begin(0).unwrap().made("c", now);
         assert_eq!(t.admit("c", 0, now).err(), Some(Refused::Streams));
         assert_eq!(t.counts(), (2, 3));
         drop((a2, a3, c));
@@ -260,15 +308,43 @@ mod tests {
     }
 
     #[test]
+    fn each_token_has_its_share() {
+        let t = Table::new(Limits {
+            max_sessions: 4,
+            max_sessions_per_token: 2,
+            max_streams: 4,
+            max_streams_per_token: 2,
+            max_streams_per_session: 8,
+            idle: Duration::from_secs(60),
+        });
+        let now = Instant::now();
+        let a = t.begin(0).unwrap().made("a", now);
+        drop(t.begin(0).unwrap().made("b", now));
+        // Token 0 has its two sessions; token 1 still gets its own.
+        assert_eq!(t.begin(0).err(), Some(Refused::Sessions));
+        let c = t.begin(1).unwrap().made("c", now);
+        // Token 0's streams: a's initialize and one more.
+        let a2 = t.admit("a", 0, now).unwrap();
+        assert_eq!(t.admit("b", 0, now).err(), Some(Refused::Streams));
+        assert!(t.admit("c", 1, now).is_ok());
+        drop((a, a2, c));
+        // Ended sessions give their places back to their token.
+        t.remove("b");
+        assert!(t.begin(0).is_ok());
+    }
+
+    #[test]
     fn idle_sessions_expire_and_use_keeps_them() {
         let t = table();
         let start = Instant::now();
-        drop(t.begin().unwrap().made("old", 0, start));
-        drop(t.begin().unwrap().made("used", 0, start));
+        drop(t.begin(0).unwrap().made("old", start));
+        drop(t.begin(0).unwrap().made("used", start));
         drop(t.admit("used", 0, start + Duration::from_secs(30)).unwrap());
         assert!(t.expire(start + Duration::from_secs(59)).is_empty());
         assert_eq!(t.expire(start + Duration::from_secs(60)), ["old"]);
         assert_eq!(t.admit("old", 0, start).err(), Some(Refused::NoSession));
+        // Its place is free again.
+        drop(t.begin(0).unwrap());
         assert_eq!(t.expire(start + Duration::from_secs(90)), ["used"]);
         assert_eq!(t.counts(), (0, 0));
     }
