@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::mcp_listen::Listen;
 use super::target::{Connection, Server};
 
 /// The default largest file the read tools return: 64 MiB.
@@ -37,4 +38,6 @@ pub struct McpArgs {
     /// reads further: about 4 MiB of text, 3 MiB of media.
     #[arg(long, default_value_t = MCP_READ_LIMIT)]
     pub read_limit: u64,
+    #[command(flatten)]
+    pub listen: Listen,
 }

@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod exec;
 mod mcp;
+mod mcp_listen;
 mod serve;
 mod target;
 

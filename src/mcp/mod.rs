@@ -7,6 +7,7 @@ mod bounded;
 mod call;
 mod fit;
 mod glob;
+mod http;
 mod listing;
 mod ops;
 mod reads;
@@ -40,7 +41,7 @@ const REPLY_ENVELOPE: usize = 1024;
 
 /// The MCP server: how its views are made, the configured directories and the view in force.
 pub(crate) struct McpServer {
-    views: Views,
+    views: Arc<Views>,
     /// The directories capfs was started with; client roots can only narrow them.
     configured: Vec<Allowed>,
     /// The configured view: every view is made from its handles.
@@ -50,7 +51,7 @@ pub(crate) struct McpServer {
 }
 
 impl McpServer {
-    pub(crate) fn new(views: Views, base: View) -> Self {
+    pub(crate) fn new(views: Arc<Views>, base: View) -> Self {
         Self {
             views,
             configured: base.allowed.clone(),
@@ -268,13 +269,20 @@ pub(crate) async fn serve(server: McpServer) -> io::Result<()> {
 /// `capfs mcp:`.
 pub(crate) async fn run(args: McpArgs) -> Result<(), Failure> {
     let failed = |message: String| Failure::plain(format!("capfs mcp: {message}"), 1);
+    let listener = match args.listen.listen {
+        Some(_) => Some(http::bind(&args).await?),
+        None => None,
+    };
     let (views, base) = views::configured(&args)
         .await
         .map_err(|f| failed(f.message))?;
     for a in &base.allowed {
         tracing::info!(root = %a.path, read_only = a.read_only, aliases = ?a.aliases.iter().map(ToString::to_string).collect::<Vec<_>>(), "allowed directory");
     }
-    serve(McpServer::new(views, base))
+    if let Some(listener) = listener {
+        return listener.serve(Arc::new(views), base).await;
+    }
+    serve(McpServer::new(Arc::new(views), base))
         .await
         .map_err(|e| failed(e.to_string()))
 }

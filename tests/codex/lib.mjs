@@ -189,8 +189,9 @@ export async function serveInGroup(bin, args, { cwd, env = {} } = {}) {
 
 // One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`, by
 // the codex wrapper `bin` (the first pinned package's unless told). With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
-// executors as that file says.
-export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt, bin = CODEX_BIN }) {
+// executors as that file says. `config` (TOML lines) is added to its config.toml, `env` to its
+// environment.
+export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt, bin = CODEX_BIN, config = [], env: extraEnv = {} }) {
   fs.writeFileSync(
     path.join(home, 'config.toml'),
     [
@@ -200,10 +201,11 @@ export async function codexExec({ home, model, executor, environments, cwd, sand
       'name = "scripted"',
       `base_url = "${model.url}"`,
       'wire_api = "responses"',
+      ...config,
       '',
     ].join('\n'),
   );
-  const env = { ...process.env, CODEX_HOME: home };
+  const env = { ...process.env, ...extraEnv, CODEX_HOME: home };
   if (executor) env.CODEX_EXEC_SERVER_URL = executor;
   if (environments) fs.writeFileSync(path.join(home, 'environments.toml'), environments);
   delete env.OPENAI_API_KEY;

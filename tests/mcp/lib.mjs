@@ -134,3 +134,57 @@ export async function awaitAllowed(client, text) {
   }
   return last;
 }
+
+/** Starts `capfs mcp --listen http://127.0.0.1:0/mcp` (or `listen`) on `dirs` with the bearer
+ *  token `token` (CAPFS_TOKEN); returns { url, pid, stop, stderr }. */
+export async function startHttp(dirs, extra = [], { token = "test-token", env = {}, listen = "http://127.0.0.1:0/mcp" } = {}) {
+  const args = ["mcp", "--listen", listen, ...extra, ...dirs];
+  const child = spawn(CAPFS, args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, CAPFS_TOKEN: token, RUST_LOG: "capfs=debug", ...env },
+  });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => { stderr += chunk; });
+  const lines = readline.createInterface({ input: child.stdout });
+  const url = await new Promise((resolve, reject) => {
+    lines.once("line", resolve);
+    child.once("exit", (code) => reject(new Error(`capfs mcp --listen exited with ${code}: ${stderr}`)));
+  });
+  const stop = () => new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once("exit", resolve);
+    child.kill("SIGTERM");
+  });
+  return { url, pid: child.pid, stop, stderr: () => stderr };
+}
+
+/** Connects the SDK client to `url` with its Streamable HTTP transport and `token`; returns
+ *  { client, transport, close }. */
+export async function connectHttp(url, token, { roots, headers = {} } = {}) {
+  const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}`, ...headers } },
+  });
+  const capabilities = roots ? { roots: { listChanged: true } } : {};
+  const client = new Client({ name: "capfs-mcp-tests", version: "1.0.0" }, { capabilities });
+  if (roots) {
+    const { ListRootsRequestSchema } = await import("@modelcontextprotocol/sdk/types.js");
+    client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: roots.current }));
+  }
+  await client.connect(transport);
+  return { client, transport, close: () => client.close() };
+}
+
+/** capfs mcp --listen on local directories under the SDK's Streamable HTTP client; its close
+ *  also stops the server. The same shape as `capfsLocal`'s. */
+export async function capfsHttp(dirs, extra = [], options) {
+  const token = "test-token";
+  const server = await startHttp(dirs, extra, { token });
+  try {
+    const c = await connectHttp(server.url, token, options);
+    return { ...c, stderr: server.stderr, close: async () => { await c.close(); await server.stop(); } };
+  } catch (e) {
+    await server.stop();
+    throw e;
+  }
+}

@@ -1,12 +1,13 @@
 // The official SDK client drives every tool of capfs mcp on three backends: local roots, a
-// capfs server over WebSocket, and a capfs server as --remote-command. Each result is checked
+// capfs server over WebSocket, and a capfs server as --remote-command; and over both of the
+// SDK's transports: stdio, and Streamable HTTP (capfs mcp --listen). Each result is checked
 // for content, and the audit logs for one line per file system call.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { call, capfsLocal, capfsRemoteCommand, connect, CAPFS, startServer, tempDir } from "./lib.mjs";
+import { call, capfsHttp, capfsLocal, capfsRemoteCommand, connect, CAPFS, startServer, tempDir } from "./lib.mjs";
 
 const TOOLS = [
   "read_file", "read_text_file", "read_media_file", "read_multiple_files", "write_file",
@@ -107,12 +108,15 @@ async function exerciseEveryTool(client, ws) {
 }
 
 describe("every tool through the SDK client", () => {
-  test("local roots", async () => {
-    const ws = tempDir("local");
-    populate(ws);
-    const { client, close } = await capfsLocal([ws]);
-    try { await exerciseEveryTool(client, ws); } finally { await close(); }
-  });
+  // The transports the SDK client reaches capfs mcp through, each on local roots.
+  for (const [label, start] of [["local roots", capfsLocal], ["local roots over Streamable HTTP (--listen)", capfsHttp]]) {
+    test(label, async () => {
+      const ws = tempDir("local");
+      populate(ws);
+      const { client, close } = await start([ws]);
+      try { await exerciseEveryTool(client, ws); } finally { await close(); }
+    });
+  }
 
   test("a capfs server as --remote-command", async () => {
     const ws = tempDir("remote-command");
