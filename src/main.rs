@@ -28,6 +28,7 @@ mod names;
 mod open;
 mod parse;
 mod paths;
+mod signals;
 mod transfer;
 
 use args::{Cli, Command, ServeArgs, Shell, Target};
@@ -317,6 +318,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .with_max_handshakes(args.max_handshakes)
         .with_handshake_timeout(args.handshake_timeout)
         .with_shutdown_timeout(args.shutdown_timeout)
+        .with_process_grace(args.process_grace)
+        .with_admin_listen(args.admin_listen)
         .with_max_blocking(args.max_blocking)
         .with_max_blocking_per_connection(args.max_blocking_per_connection)
         .with_stream_idle_timeout(args.stream_idle_timeout)
@@ -369,13 +372,21 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         server = server.with_processes(processes.0);
     }
     {
+        // The WebSocket URL, then the admin URL when there is one: one line each.
         let mut stdout = io::stdout().lock();
+        let admin = server.admin_url();
         writeln!(stdout, "{}", server.url())
+            .and_then(|()| admin.iter().try_for_each(|url| writeln!(stdout, "{url}")))
             .and_then(|()| stdout.flush())
             .map_err(|e| Failure::at("cannot write", "stdout", &e))?;
     }
-    tracing::info!(url = server.url(), "listening");
-    server.run_until(shutdown_signal()).await.map_err(serving)?;
+    tracing::info!(url = server.url(), admin = server.admin_url(), "listening");
+    let signals = signals::Signals::new();
+    let force = signals.second();
+    server
+        .run_until_forced(signals.first(), force)
+        .await
+        .map_err(serving)?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -59,6 +59,8 @@ fn method_of(operation: Operation) -> &'static str {
 #[derive(Clone, Debug)]
 pub(crate) struct RequestLog {
     pub(crate) audit: Option<AuditLog>,
+    /// Where the request is counted.
+    pub(crate) metrics: Arc<super::metrics::Metrics>,
     pub(crate) connection: u64,
     pub(crate) peer: Arc<str>,
     pub(crate) method: String,
@@ -100,13 +102,15 @@ impl RequestLog {
             micros = elapsed.as_micros() as u64,
             "request"
         );
+        let error = reply.as_ref().err().map(|e| e.clone().into_io());
+        self.metrics.request(&self.method, error.as_ref(), bytes);
         if let Some(audit) = &self.audit {
             let paths = self.paths.as_deref().unwrap_or_default();
             let record = AuditRecord::new(self.connection, &self.peer, &self.method, paths)
                 .with_elapsed(elapsed);
-            audit.record(&match reply {
-                Ok(_) => record.with_bytes(bytes),
-                Err(e) => record.failed(e.clone().into_io().kind(), Some(e.code), &*e.message),
+            audit.record(&match (reply, &error) {
+                (Err(e), Some(io)) => record.failed(io.kind(), Some(e.code), &*e.message),
+                _ => record.with_bytes(bytes),
             });
         }
     }

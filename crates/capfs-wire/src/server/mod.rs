@@ -17,6 +17,7 @@
 //! of their own, each with a `current_thread` runtime; `pair.rs` joins a byte-stream connection
 //! to a client in the same process.
 
+mod accept;
 mod admission;
 mod audit;
 mod budget;
@@ -29,11 +30,13 @@ mod fit;
 mod frames;
 mod listener;
 mod methods;
+mod metrics;
 mod narrow;
 mod outgoing;
 mod pair;
 mod params;
 mod payload;
+mod probes;
 mod process;
 mod reply;
 mod session;
@@ -54,8 +57,8 @@ pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTGOING_BYTES,
-    DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
+    DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_PROCESS_GRACE, DEFAULT_SESSION_TTL,
+    DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
 };
 pub use listener::Server;
 pub use methods::method_names;

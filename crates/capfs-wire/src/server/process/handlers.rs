@@ -118,6 +118,9 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         .map_err(|m| invalid_input(INVALID_PARAMS, m))?;
     let server = &attached.server;
     let session = &attached.session;
+    if server.is_stopping() {
+        return Err(io(crate::error::server_stopping()));
+    }
     let slot = {
         let mut procs = session.procs.lock().expect("processes");
         if procs.map.contains_key(&p.process_id) {
@@ -179,7 +182,12 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         uid: rustix::process::geteuid().as_raw(),
         error,
     };
-    let started = match server.imp.start(request).await {
+    let asked = Instant::now();
+    let started = server.imp.start(request).await;
+    server
+        .metrics
+        .process_start(started.is_ok(), asked.elapsed());
+    let started = match started {
         Ok(started) => started,
         Err(e) => {
             session
@@ -215,6 +223,7 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
             session: Arc::downgrade(session),
             log,
             slot,
+            metrics: Arc::clone(&server.metrics),
         }
         .run(),
     );
