@@ -12,7 +12,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::serve::WAIT;
 
-// mod deploy;
+mod deploy;
 mod drain;
 mod probes;
 mod processes;
@@ -29,12 +29,19 @@ pub(crate) struct Fleet {
 impl Fleet {
     /// Starts `capfs serve ARGS` with `envs`; `admin` says whether it prints an admin URL.
     pub(crate) async fn start(args: &[&str], envs: &[(&str, &str)], admin: bool) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_capfs"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_capfs"));
+        command
             .arg("serve")
             .args(args)
-            .env_remove("CAPFS_TOKEN")
             .env("RUST_LOG", "capfs=info,capfs_wire=info")
-            .envs(envs.iter().copied())
+            .envs(envs.iter().copied());
+        Self::spawn(command, admin).await
+    }
+
+    /// Runs `command` (a `capfs serve`) as [`Fleet::start`] does.
+    pub(crate) async fn spawn(mut command: Command, admin: bool) -> Self {
+        let mut child = command
+            .env_remove("CAPFS_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
