@@ -21,6 +21,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Address to listen on (ws://HOST:PORT), or `stdio` for one connection on stdin/stdout.
+    /// GET /healthz, /readyz and /metrics (with the token) are answered on it too, unless
+    /// --admin-listen moves them.
     #[arg(long, default_value = "ws://127.0.0.1:0")]
     pub listen: String,
     /// Append one JSON line per request to FILE (`-` for stderr).
@@ -51,7 +53,7 @@ pub struct ServeArgs {
     /// cuts at once (exit status 1).
     #[arg(
         long,
-        alias = "drain-timeout",
+        visible_alias = "drain-timeout",
         value_name = "DURATION",
         default_value = "30s",
         value_parser = duration

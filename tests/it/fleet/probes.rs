@@ -140,3 +140,22 @@ async fn an_admin_address_off_loopback_needs_a_token() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--admin-listen"), "{stderr}");
 }
+
+#[test]
+fn serve_help_documents_the_fleet_flags() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_capfs"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--admin-listen <URL>",
+        "--shutdown-timeout <DURATION>",
+        "[alias: --drain-timeout]",
+        "--process-grace <DURATION>",
+        "GET /healthz, /readyz and /metrics",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}

@@ -1,8 +1,9 @@
 //! `capfs serve`: a file system behind a WebSocket endpoint.
 //!
 //! Data flows one way through these files: `listener.rs` accepts (TCP with the HTTP upgrade,
-//! its Origin, token and connection-limit checks and `GET /readyz`, or one byte stream such as
-//! stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
+//! its Origin, token and connection-limit checks, the plain HTTP endpoints of `probes.rs`
+//! (`/healthz`, `/readyz`, `/metrics` of `metrics.rs`) and the drain at shutdown, or one byte
+//! stream such as stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
 //! loop on the `transport::link` the client opens too, its in-flight bound and its shutdown
 //! drain; `session.rs` applies the handshake rules to each message; `methods.rs` is the method
 //! table: each method's row names where it runs, its
