@@ -60,6 +60,7 @@ async fn probes_are_open_and_bare_and_metrics_need_the_token() {
         "capfs_requests_total{method=\"capfs/readFileStream\",outcome=\"PermissionDenied\"} 1",
         "capfs_requests_total{method=\"capfs/readFileStream\",outcome=\"ok\"} 1",
         "capfs_requests_total{method=\"fs/writeFile\",outcome=\"ok\"} 1",
+        "capfs_requests_total{method=\"initialize\",outcome=\"ok\"} 1",
         "capfs_denials_total{reason=\"outside_roots\"} 1",
         "capfs_file_bytes_total{direction=\"in\"} 5",
         "capfs_file_bytes_total{direction=\"out\"} 5",

@@ -258,6 +258,8 @@ impl Connection {
         RequestLog {
             audit: self.shared.config.audit.clone(),
             metrics: Arc::clone(&self.shared.metrics),
+            label: call.row.map_or(super::metrics::UNKNOWN_METHOD, |m| m.name),
+            writes: call.row.is_some_and(methods::Method::writes_contents),
             connection: self.id,
             peer: Arc::clone(&self.peer),
             method: call.method.clone(),

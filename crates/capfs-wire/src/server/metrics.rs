@@ -20,7 +20,7 @@ use capfs::audit::AuditLog;
 use capfs::error::Denial;
 
 /// The label `method` takes for a name the method table does not have.
-const UNKNOWN_METHOD: &str = "unknown";
+pub(crate) const UNKNOWN_METHOD: &str = "unknown";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -138,11 +138,16 @@ impl Metrics {
         }
     }
 
-    /// Counts a request answered with `reply`: its method (named by the method table's row),
-    /// its outcome, the reason of a denial, and the file bytes it moved.
-    pub(crate) fn request(&self, method: &str, error: Option<&io::Error>, bytes: u64) {
-        let row = super::methods::method(method);
-        let method = row.map_or(UNKNOWN_METHOD, |m| m.name);
+    /// Counts a request answered: its method (named by the method table's row, else
+    /// [`UNKNOWN_METHOD`]), its outcome (`error`'s kind), the reason of a denial, and the file
+    /// bytes it moved, into the roots when `writes`.
+    pub(crate) fn request(
+        &self,
+        method: &'static str,
+        writes: bool,
+        error: Option<&io::Error>,
+        bytes: u64,
+    ) {
         let outcome = error.map_or(capfs::audit::OUTCOME_OK, |e| {
             capfs::error::kind_name(e.kind())
         });
@@ -154,11 +159,7 @@ impl Metrics {
             self.denials.get_or_create(&DenialLabels { reason }).inc();
         }
         if bytes > 0 {
-            let direction = if row.is_some_and(|m| m.writes_contents()) {
-                "in"
-            } else {
-                "out"
-            };
+            let direction = if writes { "in" } else { "out" };
             self.bytes
                 .get_or_create(&DirectionLabels { direction })
                 .inc_by(bytes);
@@ -228,8 +229,8 @@ mod tests {
         let metrics = Metrics::new(Budget::new(1 << 20, 1 << 20), None);
         let path = capfs::AbsolutePathBuf::new("/etc/passwd").unwrap();
         let denied = capfs::error::outside_roots(&path);
-        metrics.request("fs/readFile", Some(&denied), 0);
-        metrics.request("/etc/shadow", None, 7);
+        metrics.request("fs/readFile", false, Some(&denied), 0);
+        metrics.request(UNKNOWN_METHOD, false, None, 7);
         let text = metrics.encode();
         assert!(
             text.contains(
