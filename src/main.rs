@@ -289,6 +289,11 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let token = open::read_token(args.token_file.as_deref())?;
     let stdio = args.listen == "stdio";
+    if stdio && args.admin_listen.is_some() {
+        return Err(Failure::usage(
+            "--admin-listen: a stdio server has no port for probes; it needs --listen ws://HOST:PORT",
+        ));
+    }
     let listen = if stdio {
         ServerConfig::default().listen
     } else {

@@ -160,3 +160,18 @@ fn serve_help_documents_the_fleet_flags() {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
 }
+
+#[tokio::test]
+async fn a_stdio_server_refuses_an_admin_address() {
+    let (_dir, ws) = workspace();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_capfs"))
+        .args(["serve", "--listen", "stdio", "--root", &text(&ws)])
+        .args(["--admin-listen", "http://127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--admin-listen"), "{stderr}");
+}
