@@ -335,7 +335,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .with_max_processes(args.exec.max_processes)
         .with_max_processes_per_connection(args.exec.max_processes_per_connection)
         .with_audit(None)
-        .with_processes(None);
+        .with_processes(None)
+        .with_readiness(Some(identity::readiness(acting, &served)?));
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
         .validate()

@@ -175,3 +175,26 @@ async fn a_stdio_server_refuses_an_admin_address() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--admin-listen"), "{stderr}");
 }
+
+#[tokio::test]
+async fn readyz_turns_503_when_a_root_is_removed_or_replaced() {
+    let (_dir, ws) = workspace();
+    let mut server = Fleet::start(&["--root", &text(&ws)], &[], false).await;
+    let address = server.address().to_string();
+    let ready = get(&address, "/readyz", "").await;
+    assert!(ready.starts_with("HTTP/1.1 200 OK\r\n"), "{ready}");
+    // The server's handle still reaches the removed directory: only its path says it is gone.
+    std::fs::remove_dir(&ws).unwrap();
+    let removed = get(&address, "/readyz", "").await;
+    assert!(removed.starts_with("HTTP/1.1 503"), "{removed}");
+    assert!(removed.ends_with("\r\n\r\nnot ready\n"), "{removed}");
+    assert!(!removed.contains(&text(&ws)), "{removed}");
+    // Another directory of the same name is not the one served.
+    std::fs::create_dir(&ws).unwrap();
+    let replaced = get(&address, "/readyz", "").await;
+    assert!(replaced.starts_with("HTTP/1.1 503"), "{replaced}");
+    let health = get(&address, "/healthz", "").await;
+    assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+    server.signal("TERM");
+    assert!(server.exited().await.success());
+}

@@ -142,6 +142,9 @@ pub struct ServerConfig {
     /// The processes the server starts for `process/start`, when it serves them; without
     /// them every process method is `-32601`.
     pub processes: Option<ServedProcesses>,
+    /// A check of its own `GET /readyz` runs (on the blocking pool) besides the server's:
+    /// what only the caller knows, such as the identity it acts as and its roots' paths.
+    pub readiness: Option<Readiness>,
 }
 
 with_setters!(ServerConfig {
@@ -166,7 +169,19 @@ with_setters!(ServerConfig {
     with_max_processes_per_connection => max_processes_per_connection: usize,
     with_audit => audit: Option<AuditLog>,
     with_processes => processes: Option<ServedProcesses>,
+    with_readiness => readiness: Option<Readiness>,
 });
+
+/// A readiness check of the caller's: `Ok` when the server can serve as far as it knows; the
+/// error (logged, never answered) says why not.
+#[derive(Clone)]
+pub struct Readiness(pub std::sync::Arc<dyn Fn() -> io::Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Readiness")
+    }
+}
 
 /// The processes a server serves: any [`ExecutorProcesses`](capfs::process::ExecutorProcesses).
 #[derive(Clone)]
@@ -204,6 +219,7 @@ impl Default for ServerConfig {
             max_processes_per_connection: super::DEFAULT_MAX_PROCESSES_PER_CONNECTION,
             audit: None,
             processes: None,
+            readiness: None,
         }
     }
 }

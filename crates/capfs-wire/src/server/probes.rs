@@ -136,7 +136,8 @@ async fn respond(probe: Probe, head: &[u8], shared: &Shared) -> Vec<u8> {
 }
 
 /// True when the server can serve: not draining, every root answering as a directory to the
-/// user the server acts as, and its processes (when it serves them) confined as configured.
+/// user the server acts as, its processes (when it serves them) confined as configured, and
+/// the caller's own check (`ServerConfig::readiness`) passing.
 pub(super) async fn is_ready(shared: &Shared) -> bool {
     if shared.is_draining() {
         return false;
@@ -153,7 +154,18 @@ pub(super) async fn is_ready(shared: &Shared) -> bool {
             _ => return false,
         }
     }
-    true
+    let Some(check) = shared.config.readiness.clone() else {
+        return true;
+    };
+    let checked = tokio::task::spawn_blocking(move || (check.0)());
+    match tokio::time::timeout(ROOT_CHECK_TIMEOUT, checked).await {
+        Ok(Ok(Ok(()))) => true,
+        Ok(Ok(Err(e))) => {
+            tracing::debug!("not ready: {e}");
+            false
+        }
+        _ => false,
+    }
 }
 
 /// A whole response that closes its connection.
