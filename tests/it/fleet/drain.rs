@@ -49,7 +49,7 @@ async fn a_drain_finishes_a_streamed_write_and_closes_with_1001() {
     half_a_put(&mut peer, &text(&target), &text(&ws)).await;
 
     server.signal("TERM");
-    server.logged("draining").await;
+    server.logged("shutting down: draining").await;
     let address = server.address().to_string();
     let ready = get(&address, "/readyz", "").await;
     assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
@@ -100,7 +100,7 @@ async fn a_second_signal_cuts_the_drain_and_leaves_no_partial_file() {
     std::fs::write(ws.join("put"), b"old").unwrap();
     half_a_put(&mut peer, &text(&ws.join("put")), &text(&ws)).await;
     server.signal("TERM");
-    server.logged("draining").await;
+    server.logged("shutting down: draining").await;
     server.signal("TERM");
     let status = server.exited().await;
     assert!(!status.success(), "{status}");
@@ -132,7 +132,7 @@ async fn a_peer_that_never_reads_is_cut_at_the_deadline() {
     let unknown = peer.request("fs/unknown", json!({})).await;
     assert!(unknown.get("error").is_some(), "{unknown}");
     server.signal("TERM");
-    server.logged("draining").await;
+    server.logged("shutting down: draining").await;
     let cut = server.logged("shutdown timeout").await;
     assert!(cut.contains("cut 1 connection"), "{cut}");
     let status = server.exited().await;

@@ -69,12 +69,54 @@ async fn processes_get_sigterm_then_sigkill_and_the_server_exits_0() {
     }
 
     server.signal("TERM");
-    server.logged("draining").await;
+    server.logged("shutting down: draining").await;
     server
         .logged("processes still running after 1s: killed")
         .await;
     let status = server.exited().await;
     assert!(status.success(), "{status}");
     assert_eq!(std::fs::read(ws.join("termed")).unwrap(), b"term\n");
+    drop(peer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_kills_the_processes_before_the_server_exits() {
+    let (_dir, ws, _outside) = tree();
+    // Without the second signal, the process would have ten minutes before its SIGKILL.
+    let args = [
+        "--root",
+        &text(&ws),
+        "--exec",
+        "--user",
+        "65534:65534",
+        "--process-grace",
+        "600s",
+        "--shutdown-timeout",
+        "600s",
+    ];
+    let mut server = Fleet::start(&args, &[], false).await;
+    let mut peer = Peer::ready(&server.url).await;
+    // The process and every child of it hold a lock on `held` while they live.
+    let stubborn = "exec 9>held; flock 9; trap '' TERM; echo up; while :; do sleep 1; done";
+    let reply = peer
+        .request("process/start", start(&ws, "stubborn", stubborn))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    until_up(&mut peer, "stubborn").await;
+    server.signal("TERM");
+    server.logged("asking processes to end (SIGTERM)").await;
+    server.signal("TERM");
+    let status = server.exited().await;
+    assert!(!status.success(), "{status}");
+    // The lock comes free once the last of them is gone.
+    let held = std::fs::File::open(ws.join("held")).unwrap();
+    let freed = tokio::task::spawn_blocking(move || {
+        rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive)
+    });
+    tokio::time::timeout(crate::serve::WAIT, freed)
+        .await
+        .expect("every process ended")
+        .unwrap()
+        .unwrap();
     drop(peer);
 }

@@ -360,15 +360,29 @@ async fn serve_connection(
     stop: CancellationToken,
 ) -> Result<(), WsError> {
     let _ = stream.set_nodelay(true);
+    // One deadline for the probe or the handshake, whichever this connection turns out to be.
+    let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
+    let timed_out = || WsError::Io(crate::error::handshake_timed_out());
+    // A peer that has sent nothing yet is dropped at shutdown; a probe that has is answered
+    // (`/readyz` with 503 once the server drains), within the handshake timeout.
+    let head = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        head = tokio::time::timeout_at(deadline, peek_head(&stream)) => {
+            head.map_err(|_| timed_out())??
+        }
+    };
+    let probe = probe_of(&head).filter(|_| shared.config.admin_listen.is_none());
+    if let Some(probe) = probe {
+        tokio::time::timeout_at(deadline, probes::answer(stream, probe, &shared))
+            .await
+            .map_err(|_| timed_out())??;
+        drop(handshake);
+        tracing::debug!(connection = id, %peer, "answered {probe:?}");
+        return Ok(());
+    }
     let handshake_shared = Arc::clone(&shared);
     let accept = async move {
         let shared = handshake_shared;
-        let probe = probe_of(&peek_head(&stream).await?);
-        if let Some(probe) = probe.filter(|_| shared.config.admin_listen.is_none()) {
-            probes::answer(stream, probe, &shared).await?;
-            tracing::debug!(connection = id, %peer, "answered {probe:?}");
-            return Ok(None);
-        }
         // Taken only once the request has passed the other checks: a peer that sends half a
         // request, or the wrong token, never holds a connection slot.
         let mut permit: Option<OwnedSemaphorePermit> = None;
@@ -405,20 +419,15 @@ async fn serve_connection(
             tokio_tungstenite::accept_hdr_async_with_config(shared_socket, callback, Some(config))
                 .await?;
         let permit = permit.expect("an accepted handshake took a connection slot");
-        Ok::<_, WsError>(Some((ws, socket, permit)))
+        Ok::<_, WsError>((ws, socket, permit))
     };
-    let deadline = shared.config.handshake_timeout;
     // A handshake has no request to finish: at shutdown it is dropped at once.
     let accepted = tokio::select! {
         () = stop.cancelled() => return Ok(()),
-        accepted = tokio::time::timeout(deadline, accept) => accepted.map_err(|_| {
-            WsError::Io(crate::error::handshake_timed_out())
-        }),
+        accepted = tokio::time::timeout_at(deadline, accept) => accepted.map_err(|_| timed_out()),
     };
     drop(handshake);
-    let Some((ws, socket, permit)) = accepted?? else {
-        return Ok(());
-    };
+    let (ws, socket, permit) = accepted??;
     tracing::debug!(connection = id, %peer, "connected");
     let _open = shared.metrics.connection_opened();
     Connection::new(shared, id, peer.to_string().into())

@@ -210,8 +210,33 @@ impl ServerProcesses {
     /// Ends every process of every session: the server stops. Each process is sent
     /// `SIGTERM` and given `grace` to exit; those still running then are ended with everything
     /// they started (`SIGKILL`). No process starts from the call on.
+    ///
+    /// The tables stay the server's until the grace is over, so that a shutdown cut short (the
+    /// future dropped) leaves them to the next call, which kills what is left.
     pub(crate) async fn shutdown(&self, grace: Duration) {
         self.stopping.store(true, Ordering::SeqCst);
+        let running: Vec<_> = {
+            let tables = self.tables.lock().expect("process tables");
+            tables
+                .values()
+                .flat_map(|table| table.running())
+                .filter(|running| !running.kept.lock().expect("kept output").closed)
+                .collect()
+        };
+        if !running.is_empty() && !grace.is_zero() {
+            tracing::info!(count = running.len(), "asking processes to end (SIGTERM)");
+            for process in &running {
+                let _ = process.control.signal(SIGTERM).await;
+            }
+            let exited = async {
+                for process in &running {
+                    process.exited().await;
+                }
+            };
+            if tokio::time::timeout(grace, exited).await.is_err() {
+                tracing::warn!("processes still running after {grace:?}: killed");
+            }
+        }
         let tables: Vec<_> = self
             .tables
             .lock()
@@ -219,26 +244,6 @@ impl ServerProcesses {
             .drain()
             .map(|(_, t)| t)
             .collect();
-        let running: Vec<_> = tables
-            .iter()
-            .flat_map(|table| table.running())
-            .filter(|running| !running.kept.lock().expect("kept output").closed)
-            .collect();
-        if running.is_empty() {
-            return;
-        }
-        tracing::info!(count = running.len(), "asking processes to end (SIGTERM)");
-        for process in &running {
-            let _ = process.control.signal(SIGTERM).await;
-        }
-        let exited = async {
-            for process in &running {
-                process.exited().await;
-            }
-        };
-        if tokio::time::timeout(grace, exited).await.is_err() {
-            tracing::warn!("processes still running after {grace:?}: killed");
-        }
         for table in tables {
             table.end_all().await;
         }
