@@ -83,6 +83,46 @@ pub fn become_and_check(
     Ok(())
 }
 
+/// The server's own readiness check (`GET /readyz`): it still acts as `identity`, and each
+/// root's path still names the directory it served from the start (same device and inode; a
+/// root removed or a volume unmounted is not) and is reached by `identity` with its access.
+///
+/// # Errors
+///
+/// A failure naming a root whose path cannot be looked at now.
+pub fn readiness(
+    identity: Identity,
+    roots: &[(capfs::AbsolutePathBuf, capfs::Access)],
+) -> Result<capfs_wire::server::Readiness, Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let mut served = Vec::new();
+    for (root, access) in roots {
+        let metadata = std::fs::metadata(root.as_path())
+            .map_err(|e| Failure::at("cannot stat", &root.to_string(), &e))?;
+        served.push((root.clone(), *access, (metadata.dev(), metadata.ino())));
+    }
+    Ok(capfs_wire::server::Readiness(std::sync::Arc::new(
+        move || {
+            let now = Identity::current();
+            if now != identity {
+                return Err(std::io::Error::other(format!(
+                    "acting as {now}, not {identity}"
+                )));
+            }
+            for (root, access, served_identity) in &served {
+                let metadata = std::fs::metadata(root.as_path())?;
+                if (metadata.dev(), metadata.ino()) != *served_identity {
+                    return Err(std::io::Error::other(format!(
+                        "{root} is no longer the directory served"
+                    )));
+                }
+                identity.check_reach(root.as_path(), *access)?;
+            }
+            Ok(())
+        },
+    )))
+}
+
 /// Parses an octal umask (`022`, `0o077`).
 pub fn parse_umask(text: &str) -> Result<u32, String> {
     let digits = text.strip_prefix("0o").unwrap_or(text);

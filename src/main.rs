@@ -28,6 +28,7 @@ mod names;
 mod open;
 mod parse;
 mod paths;
+mod signals;
 mod transfer;
 
 use args::{Cli, Command, ServeArgs, Shell, Target};
@@ -288,6 +289,11 @@ async fn client(target: Target, command: Command, globbing: bool) -> Result<(), 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let token = open::read_token(args.token_file.as_deref())?;
     let stdio = args.listen == "stdio";
+    if stdio && args.admin_listen.is_some() {
+        return Err(Failure::usage(
+            "--admin-listen: a stdio server has no port for probes; it needs --listen ws://HOST:PORT",
+        ));
+    }
     let listen = if stdio {
         ServerConfig::default().listen
     } else {
@@ -316,6 +322,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .with_max_handshakes(args.max_handshakes)
         .with_handshake_timeout(args.handshake_timeout)
         .with_shutdown_timeout(args.shutdown_timeout)
+        .with_process_grace(args.process_grace)
+        .with_admin_listen(args.admin_listen)
         .with_max_blocking(args.max_blocking)
         .with_max_blocking_per_connection(args.max_blocking_per_connection)
         .with_stream_idle_timeout(args.stream_idle_timeout)
@@ -326,7 +334,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .with_max_processes(args.exec.max_processes)
         .with_max_processes_per_connection(args.exec.max_processes_per_connection)
         .with_audit(None)
-        .with_processes(None);
+        .with_processes(None)
+        .with_readiness(Some(identity::readiness(acting, &served)?));
     let serving = |e: io::Error| Failure::plain(format!("serving: {}", fail::reason(&e, "")), 1);
     config
         .validate()
@@ -368,13 +377,21 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         server = server.with_processes(processes.0);
     }
     {
+        // The WebSocket URL, then the admin URL when there is one: one line each.
         let mut stdout = io::stdout().lock();
+        let admin = server.admin_url();
         writeln!(stdout, "{}", server.url())
+            .and_then(|()| admin.iter().try_for_each(|url| writeln!(stdout, "{url}")))
             .and_then(|()| stdout.flush())
             .map_err(|e| Failure::at("cannot write", "stdout", &e))?;
     }
-    tracing::info!(url = server.url(), "listening");
-    server.run_until(shutdown_signal()).await.map_err(serving)?;
+    tracing::info!(url = server.url(), admin = server.admin_url(), "listening");
+    let signals = signals::Signals::new();
+    let force = signals.second();
+    server
+        .run_until_forced(signals.first(), force)
+        .await
+        .map_err(serving)?;
     tracing::info!("stopped");
     Ok(())
 }

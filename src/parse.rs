@@ -80,6 +80,15 @@ pub(crate) fn parse_listen_url(url: &str) -> io::Result<SocketAddr> {
     rest.parse().map_err(|_| bad())
 }
 
+/// The address of `--admin-listen http://HOST:PORT`, for clap.
+pub fn admin_listen(url: &str) -> Result<SocketAddr, String> {
+    let bad = || format!("{url}: expected an address like http://127.0.0.1:9300");
+    let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let rest = rest.replacen("localhost:", "127.0.0.1:", 1);
+    rest.parse().map_err(|_| bad())
+}
+
 /// A size flag's value, for clap.
 pub fn size(text: &str) -> Result<u64, String> {
     parse_size(text).map_err(|e| e.to_string())

@@ -21,6 +21,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Address to listen on (ws://HOST:PORT), or `stdio` for one connection on stdin/stdout.
+    /// GET /healthz, /readyz and /metrics (with the token) are answered on it too, unless
+    /// --admin-listen moves them.
     #[arg(long, default_value = "ws://127.0.0.1:0")]
     pub listen: String,
     /// Append one JSON line per request to FILE (`-` for stderr).
@@ -41,9 +43,26 @@ pub struct ServeArgs {
     /// Time a connection has to complete its handshake (seconds, or with a unit: 500ms, 10s).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
     pub handshake_timeout: Duration,
-    /// Time connections get to finish at shutdown; then they are cut and the exit status is 1.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    /// Answer GET /healthz, /readyz and /metrics on this address (http://HOST:PORT) instead of
+    /// beside the WebSocket upgrade on --listen; an address other than loopback needs a token.
+    #[arg(long, value_name = "URL", value_parser = crate::parse::admin_listen)]
+    pub admin_listen: Option<std::net::SocketAddr>,
+    /// The drain's deadline: at SIGTERM or SIGINT the server stops taking sessions, /readyz
+    /// answers 503, requests in flight finish, connections are closed (1001) and processes
+    /// end; whatever is still open after this is cut and the exit status is 1. A second signal
+    /// cuts at once (exit status 1).
+    #[arg(
+        long,
+        visible_alias = "drain-timeout",
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = duration
+    )]
     pub shutdown_timeout: Duration,
+    /// Time processes get between SIGTERM and SIGKILL when the server stops (at most
+    /// --shutdown-timeout).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub process_grace: Duration,
     /// Most requests doing file-system work at once across the server.
     #[arg(long, value_name = "N", default_value_t = capfs_wire::server::DEFAULT_MAX_BLOCKING)]
     pub max_blocking: usize,

@@ -61,6 +61,7 @@ mod codex_races;
 mod copies;
 mod denials;
 mod faults;
+mod fleet;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_server;

@@ -20,6 +20,7 @@ use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, LineWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -36,6 +37,8 @@ pub use record::{AuditRecord, MAX_ERROR_CHARS, MAX_FIELD_CHARS, OUTCOME_OK, cut,
 #[derive(Clone)]
 pub struct AuditLog {
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    /// Lines that could not be written, for a server's metrics.
+    failures: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for AuditLog {
@@ -68,7 +71,13 @@ impl AuditLog {
     pub fn to_writer(writer: impl Write + Send + 'static) -> Self {
         Self {
             writer: Arc::new(Mutex::new(Box::new(LineWriter::new(writer)))),
+            failures: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// How many lines could not be written since the log was opened (its clones included).
+    pub fn write_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Writes one record as one line. A failing writer is reported in the tracing log; the call
@@ -91,6 +100,7 @@ impl AuditLog {
         text.push(b'\n');
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = writer.write_all(&text) {
+            self.failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("writing the audit log failed: {e}");
         }
     }

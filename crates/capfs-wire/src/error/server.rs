@@ -141,3 +141,27 @@ pub(crate) fn policy_denies(path: &AbsolutePathBuf, what: &str) -> io::Error {
 pub(crate) fn paired_server_lost(task: impl Display) -> io::Error {
     io::Error::other(format!("the paired server's task: {task}"))
 }
+
+pub(crate) fn server_stopping() -> io::Error {
+    io::Error::new(
+        ErrorKind::ConnectionAborted,
+        "the server is shutting down: no process starts",
+    )
+}
+
+pub(crate) fn shutdown_forced(open: usize) -> io::Error {
+    io::Error::new(
+        ErrorKind::Interrupted,
+        format!("shutdown forced: cut {open} connection(s) still open"),
+    )
+}
+
+pub(crate) fn admin_token_required(address: std::net::SocketAddr) -> io::Error {
+    io::Error::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "--admin-listen {address}: an address other than loopback serves /metrics only \
+             with a token (--token-file or CAPFS_TOKEN)"
+        ),
+    )
+}

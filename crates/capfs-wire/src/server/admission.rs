@@ -1,12 +1,7 @@
 //! Whether a WebSocket handshake may proceed (no `Origin` header, and the bearer token when one
-//! is configured, compared in constant time), and the readiness probe `GET /readyz` answered
-//! before any handshake.
-
-use std::io;
+//! is configured, compared in constant time). The plain HTTP endpoints are `probes.rs`.
 
 use subtle::ConstantTimeEq;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request};
 use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 
@@ -21,7 +16,7 @@ pub(super) fn refusal((status, body): Refusal) -> ErrorResponse {
 
 /// The credentials of an `Authorization` value with the `Bearer` scheme, whose name is
 /// case-insensitive (RFC 9110, section 11.1); `None` for any other scheme.
-fn bearer_credentials(value: &str) -> Option<&str> {
+pub(super) fn bearer_credentials(value: &str) -> Option<&str> {
     let (scheme, credentials) = value.trim().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -29,7 +24,7 @@ fn bearer_credentials(value: &str) -> Option<&str> {
 }
 
 /// True when `presented` is `token`, compared in time that depends only on their lengths.
-fn token_matches(presented: &str, token: &str) -> bool {
+pub(super) fn token_matches(presented: &str, token: &str) -> bool {
     presented.as_bytes().ct_eq(token.as_bytes()).into()
 }
 
@@ -57,40 +52,6 @@ pub(super) fn check_handshake(request: &Request, token: Option<&str>) -> Result<
         }
     }
     Ok(())
-}
-
-/// The answer to `GET /readyz`.
-const READYZ_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
-    Content-Length: 6\r\nConnection: close\r\n\r\nready\n";
-/// The first bytes the peer sent, without consuming them.
-pub(super) async fn peek_head(stream: &TcpStream) -> io::Result<Vec<u8>> {
-    let mut head = vec![0u8; 2048];
-    let n = stream.peek(&mut head).await?;
-    head.truncate(n);
-    Ok(head)
-}
-
-/// True for a plain `GET /readyz` (query allowed) without an `Upgrade` header. A WebSocket
-/// handshake is never one, whatever its path.
-pub(super) fn is_readyz_request(head: &[u8]) -> bool {
-    let Some(rest) = head.strip_prefix(b"GET /readyz") else {
-        return false;
-    };
-    if !matches!(rest.first(), Some(b' ' | b'?')) {
-        return false;
-    }
-    !String::from_utf8_lossy(head)
-        .to_ascii_lowercase()
-        .contains("\nupgrade:")
-}
-
-/// Answers `GET /readyz` with 200 and closes. The request is consumed first, so the close does
-/// not reset the connection under the response.
-pub(super) async fn answer_readyz(mut stream: TcpStream) -> io::Result<()> {
-    let mut request = [0u8; 2048];
-    let _ = stream.read(&mut request).await?;
-    stream.write_all(READYZ_RESPONSE).await?;
-    stream.shutdown().await
 }
 
 #[cfg(test)]

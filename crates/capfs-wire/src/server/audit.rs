@@ -59,6 +59,11 @@ fn method_of(operation: Operation) -> &'static str {
 #[derive(Clone, Debug)]
 pub(crate) struct RequestLog {
     pub(crate) audit: Option<AuditLog>,
+    /// Where the request is counted, under its method's name in the method table (or
+    /// `unknown`), its file bytes as written into the roots when `writes`.
+    pub(crate) metrics: Arc<super::metrics::Metrics>,
+    pub(crate) label: &'static str,
+    pub(crate) writes: bool,
     pub(crate) connection: u64,
     pub(crate) peer: Arc<str>,
     pub(crate) method: String,
@@ -100,13 +105,16 @@ impl RequestLog {
             micros = elapsed.as_micros() as u64,
             "request"
         );
+        let error = reply.as_ref().err().map(|e| e.clone().into_io());
+        self.metrics
+            .request(self.label, self.writes, error.as_ref(), bytes);
         if let Some(audit) = &self.audit {
             let paths = self.paths.as_deref().unwrap_or_default();
             let record = AuditRecord::new(self.connection, &self.peer, &self.method, paths)
                 .with_elapsed(elapsed);
-            audit.record(&match reply {
-                Ok(_) => record.with_bytes(bytes),
-                Err(e) => record.failed(e.clone().into_io().kind(), Some(e.code), &*e.message),
+            audit.record(&match (reply, &error) {
+                (Err(e), Some(io)) => record.failed(io.kind(), Some(e.code), &*e.message),
+                _ => record.with_bytes(bytes),
             });
         }
     }

@@ -36,6 +36,7 @@ fn units(bytes: u64) -> u64 {
 #[derive(Clone, Debug)]
 pub(crate) struct Budget {
     pool: Arc<Semaphore>,
+    pool_units: u64,
     share_units: u64,
 }
 
@@ -45,8 +46,15 @@ impl Budget {
     pub(crate) fn new(total: u64, share: u64) -> Self {
         Self {
             pool: Arc::new(Semaphore::new(units(total) as usize)),
+            pool_units: units(total),
             share_units: units(share),
         }
+    }
+
+    /// Bytes of the pool held now (connections' floors apart), for `/metrics`.
+    pub(crate) fn pool_bytes_in_use(&self) -> u64 {
+        let free = self.pool.available_permits() as u64;
+        self.pool_units.saturating_sub(free) * UNIT
     }
 
     /// The budget of a new connection.

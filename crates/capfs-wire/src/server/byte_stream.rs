@@ -136,6 +136,7 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let shutdown_timeout = config.shutdown_timeout;
+    let grace = config.process_grace.min(shutdown_timeout);
     let shared = Arc::new(Shared::new(fs, config));
     // One connection, which no client can take back: its processes end with it.
     let processes = shared.processes.clone();
@@ -147,7 +148,7 @@ where
     let run = async move {
         connection.run(ws, None, run_stop).await;
         if let Some(processes) = processes {
-            processes.shutdown().await;
+            processes.shutdown(grace).await;
         }
     };
     tokio::pin!(run);

@@ -34,6 +34,8 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(30);
 /// Default time the server gives its connections to finish once asked to stop.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a stopping server's processes get between `SIGTERM` and `SIGKILL`.
+pub const DEFAULT_PROCESS_GRACE: Duration = Duration::from_secs(10);
 /// Default budget for outgoing bytes across the server: 512 MiB, what replies and data frames
 /// waiting for their sockets may hold together (each connection also has 1 MiB of its own).
 pub const DEFAULT_MAX_OUTGOING_BYTES: u64 = 512 << 20;
@@ -80,6 +82,9 @@ const SHUTDOWN_TIMEOUT_RANGE: RangeInclusive<Duration> =
 pub struct ServerConfig {
     /// The address to bind (port 0 picks a free port).
     pub listen: SocketAddr,
+    /// Where `GET /healthz`, `/readyz` and `/metrics` are answered, when not on `listen`
+    /// itself (the default, beside the WebSocket upgrade).
+    pub admin_listen: Option<SocketAddr>,
     /// When set, every handshake must carry `Authorization: Bearer <token>` (the scheme in any
     /// case).
     pub token: Option<String>,
@@ -109,6 +114,9 @@ pub struct ServerConfig {
     /// Time connections get to finish their running requests once the server is asked to stop;
     /// after it they are cut and the server reports how many.
     pub shutdown_timeout: Duration,
+    /// Time a stopping server's processes get between `SIGTERM` and `SIGKILL`, at most
+    /// `shutdown_timeout` (a longer one is cut to it).
+    pub process_grace: Duration,
     /// Threads that run connections, each a `current_thread` runtime; a connection and every
     /// task it spawns stay on one of them. Their blocking pools share `max_blocking` + 16
     /// threads, split evenly. 0 (the default) runs connections on the runtime that calls
@@ -134,10 +142,14 @@ pub struct ServerConfig {
     /// The processes the server starts for `process/start`, when it serves them; without
     /// them every process method is `-32601`.
     pub processes: Option<ServedProcesses>,
+    /// A check of its own `GET /readyz` runs (on the blocking pool) besides the server's:
+    /// what only the caller knows, such as the identity it acts as and its roots' paths.
+    pub readiness: Option<Readiness>,
 }
 
 with_setters!(ServerConfig {
     with_listen => listen: SocketAddr,
+    with_admin_listen => admin_listen: Option<SocketAddr>,
     with_token => token: Option<String>,
     with_max_message_bytes => max_message_bytes: usize,
     with_max_connections => max_connections: usize,
@@ -148,6 +160,7 @@ with_setters!(ServerConfig {
     with_max_handshakes => max_handshakes: usize,
     with_handshake_timeout => handshake_timeout: Duration,
     with_shutdown_timeout => shutdown_timeout: Duration,
+    with_process_grace => process_grace: Duration,
     with_connection_threads => connection_threads: usize,
     with_session_ttl => session_ttl: Duration,
     with_max_outgoing_bytes => max_outgoing_bytes: u64,
@@ -156,7 +169,19 @@ with_setters!(ServerConfig {
     with_max_processes_per_connection => max_processes_per_connection: usize,
     with_audit => audit: Option<AuditLog>,
     with_processes => processes: Option<ServedProcesses>,
+    with_readiness => readiness: Option<Readiness>,
 });
+
+/// A readiness check of the caller's: `Ok` when the server can serve as far as it knows; the
+/// error (logged, never answered) says why not.
+#[derive(Clone)]
+pub struct Readiness(pub std::sync::Arc<dyn Fn() -> io::Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Readiness")
+    }
+}
 
 /// The processes a server serves: any [`ExecutorProcesses`](capfs::process::ExecutorProcesses).
 #[derive(Clone)]
@@ -174,6 +199,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin_listen: None,
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -184,6 +210,7 @@ impl Default for ServerConfig {
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            process_grace: DEFAULT_PROCESS_GRACE,
             connection_threads: 0,
             session_ttl: DEFAULT_SESSION_TTL,
             max_outgoing_bytes: DEFAULT_MAX_OUTGOING_BYTES,
@@ -192,6 +219,7 @@ impl Default for ServerConfig {
             max_processes_per_connection: super::DEFAULT_MAX_PROCESSES_PER_CONNECTION,
             audit: None,
             processes: None,
+            readiness: None,
         }
     }
 }
@@ -228,6 +256,11 @@ impl ServerConfig {
         check_duration(
             "--shutdown-timeout",
             self.shutdown_timeout,
+            &SHUTDOWN_TIMEOUT_RANGE,
+        )?;
+        check_duration(
+            "--process-grace",
+            self.process_grace,
             &SHUTDOWN_TIMEOUT_RANGE,
         )?;
         check_in("--max-blocking", self.max_blocking, &BLOCKING_RANGE)?;

@@ -134,9 +134,18 @@ impl Connection {
                 stalled.cancel();
             }))
         };
+        // Once the server drains, the loop reads on only for the streamed writes still
+        // receiving their data frames, and tells the peer why it closes.
+        let mut draining = false;
         loop {
+            if draining && self.uploads.is_empty() {
+                break;
+            }
             let received = tokio::select! {
-                () = stop.cancelled() => break,
+                () = stop.cancelled(), if !draining => {
+                    draining = true;
+                    continue;
+                }
                 () = stalled.cancelled() => {
                     tracing::warn!(
                         connection = self.id,
@@ -182,6 +191,13 @@ impl Connection {
             .admitted
             .acquire_many(self.shared.config.max_in_flight.saturating_mul(2) as u32)
             .await;
+        if draining {
+            let close = CloseFrame {
+                code: CloseCode::Away,
+                reason: "server shutting down".into(),
+            };
+            outgoing::send(&out_tx, WsMessage::Close(Some(close))).await;
+        }
         // Watches hold the queue too: they end with their connection. Processes let go of it
         // and wait for the session to be resumed.
         watches.stop();
@@ -241,6 +257,9 @@ impl Connection {
     fn request_log(&self, call: &FsCall) -> RequestLog {
         RequestLog {
             audit: self.shared.config.audit.clone(),
+            metrics: Arc::clone(&self.shared.metrics),
+            label: call.row.map_or(super::metrics::UNKNOWN_METHOD, |m| m.name),
+            writes: call.row.is_some_and(methods::Method::writes_contents),
             connection: self.id,
             peer: Arc::clone(&self.peer),
             method: call.method.clone(),

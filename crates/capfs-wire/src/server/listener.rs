@@ -1,11 +1,13 @@
 //! Accepting connections: the TCP listener, its connection and handshake limits (the checks of
-//! a handshake are in `admission.rs`) and `GET /readyz`.
+//! a handshake are in `admission.rs`), the plain HTTP probes (`probes.rs`) on it or on an
+//! admin address of their own, and the drain at shutdown.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::Error as WsError;
@@ -14,52 +16,62 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::admission::{answer_readyz, check_handshake, is_readyz_request, peek_head, refusal};
+use super::accept::{AcceptFailures, warn_about_descriptor_limit};
+use super::admission::{check_handshake, refusal};
 use super::audit;
 use super::config::{ServerConfig, ws_config};
 use super::connection::Connection;
+use super::probes::{self, peek_head, probe_of};
 use super::shared::Shared;
 use super::threads::ConnectionThreads;
 use crate::transport::shared::SharedSocket;
 use capfs::ExecutorFileSystem;
 
-/// Accept failures are logged at most once per this interval, with a count of the others.
-const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
-/// The first pause after accepting failed for want of descriptors or memory; it doubles with
-/// every further failure up to [`MAX_ACCEPT_PAUSE`] and resets on the next success.
-const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
-/// The longest pause between two accepts while descriptors or memory are exhausted.
-const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(500);
-/// Descriptors the server needs besides its connections: the runtime, the listener, the roots,
-/// the audit log, and the files that requests have open.
-const DESCRIPTOR_HEADROOM: u64 = 64;
+/// The answer to every request but a probe once the server drains.
+const DRAINING_RESPONSE: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
+    Content-Length: 34\r\nConnection: close\r\n\r\ncapfs: the server is shutting down\n";
 
 /// A bound, not yet running server.
 pub struct Server {
     listener: TcpListener,
+    admin: Option<TcpListener>,
     fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     url: String,
 }
 
 impl Server {
-    /// Checks the configuration and binds the listening socket; the server will serve `fs` (any
-    /// [`ExecutorFileSystem`]: a local one, a remote one, a test double).
+    /// Checks the configuration and binds the listening socket (and the admin address, when
+    /// one is configured); the server will serve `fs` (any [`ExecutorFileSystem`]: a local
+    /// one, a remote one, a test double).
     ///
     /// # Errors
     ///
     /// `InvalidInput` for a limit out of range (see [`ServerConfig::validate`]);
-    /// `PermissionDenied` for a non-loopback address without a token; the bind error otherwise.
+    /// `PermissionDenied` for a non-loopback address (or admin address) without a token; the
+    /// bind error otherwise.
     pub async fn bind(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> io::Result<Self> {
         config.validate()?;
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(crate::error::token_required(config.listen));
         }
+        if let Some(admin) = config.admin_listen
+            && !admin.ip().is_loopback()
+            && config.token.is_none()
+        {
+            return Err(crate::error::admin_token_required(admin));
+        }
         warn_about_descriptor_limit(&config);
         let listener = TcpListener::bind(config.listen).await?;
+        let admin = match config.admin_listen {
+            Some(address) => Some(TcpListener::bind(address).await?),
+            None => None,
+        };
         let url = format!("ws://{}", listener.local_addr()?);
         Ok(Self {
             listener,
+            admin,
             fs,
             config,
             url,
@@ -80,16 +92,42 @@ impl Server {
         &self.url
     }
 
-    /// Serves until `shutdown` completes, then stops accepting and lets every connection finish
-    /// the requests it is running, for at most the configured shutdown timeout; connections
-    /// still open then are cut (their tasks dropped, their sockets closed).
+    /// The URL of the admin address (`http://HOST:PORT`, the port actually bound), when the
+    /// probes and metrics are served there.
+    pub fn admin_url(&self) -> Option<String> {
+        let admin = self.admin.as_ref()?;
+        admin.local_addr().ok().map(|a| format!("http://{a}"))
+    }
+
+    /// Serves until `shutdown` completes, then drains (see [`Server::run_until_forced`]).
     ///
     /// # Errors
     ///
-    /// `TimedOut` when connections had to be cut at the shutdown deadline, saying how many.
+    /// As [`Server::run_until_forced`].
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-        let handshakes = Arc::new(Semaphore::new(self.config.max_handshakes));
+        self.run_until_forced(shutdown, std::future::pending())
+            .await
+    }
+
+    /// Serves until `shutdown` completes, then drains: `/readyz` answers 503 at once, every new
+    /// connection but a probe is answered HTTP 503, each open connection finishes the requests
+    /// it is running (a streamed write still receiving goes on to its end) and is closed with
+    /// close code 1001, processes get `SIGTERM` and, after the process grace, `SIGKILL`.
+    /// When all that is done within the shutdown timeout, it returns `Ok`; when the timeout
+    /// passes first, or `force` completes, connections still open are cut (their tasks
+    /// dropped, their sockets closed) and their processes killed.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` when connections had to be cut at the shutdown deadline, saying how many;
+    /// `Interrupted` when `force` cut them.
+    pub async fn run_until_forced(
+        self,
+        shutdown: impl Future<Output = ()>,
+        force: impl Future<Output = ()>,
+    ) -> io::Result<()> {
         let shutdown_timeout = self.config.shutdown_timeout;
+        let grace = self.config.process_grace.min(shutdown_timeout);
         let shared = Arc::new(Shared::new(self.fs, self.config));
         let processes = shared.processes.clone();
         // `stop` asks connections to stop reading and finish; `cut` drops them where they are.
@@ -105,42 +143,115 @@ impl Server {
                 &cut,
             )?),
         };
-        let mut failures = AcceptFailures::default();
-        let mut next_connection_id = 0u64;
-        tokio::pin!(shutdown);
+        let mut acceptor = Acceptor {
+            listener: self.listener,
+            handshakes: Arc::new(Semaphore::new(shared.config.max_handshakes)),
+            shared: Arc::clone(&shared),
+            stop: stop.clone(),
+            cut: cut.clone(),
+            connections: connections.clone(),
+            threads: threads.as_ref(),
+            failures: AcceptFailures::default(),
+            next_id: 0,
+        };
+        let admin = serve_admin(self.admin, Arc::clone(&shared));
+        tokio::pin!(shutdown, force, admin);
+        tokio::select! {
+            () = &mut shutdown => {}
+            () = acceptor.run() => {}
+            () = &mut admin => {}
+        }
+        shared.start_draining();
+        tracing::info!("shutting down: draining");
+        stop.cancel();
+        connections.close();
+        let drained = async {
+            // Processes end with their server, whatever their sessions' TTL.
+            if let Some(processes) = &processes {
+                processes.shutdown(grace).await;
+            }
+            connections.wait().await;
+        };
+        let forced = tokio::select! {
+            () = drained => None,
+            () = acceptor.run() => None,
+            () = &mut admin => None,
+            () = tokio::time::sleep(shutdown_timeout) => Some(false),
+            () = &mut force => Some(true),
+        };
+        let Some(forced) = forced else {
+            drop(acceptor);
+            if let Some(threads) = threads {
+                threads.finish().await;
+            }
+            return Ok(());
+        };
+        let open = connections.len();
+        cut.cancel();
+        if let Some(processes) = &processes {
+            processes.shutdown(Duration::ZERO).await;
+        }
+        connections.wait().await;
+        drop(acceptor);
+        if let Some(threads) = threads {
+            threads.finish().await;
+        }
+        Err(if forced {
+            crate::error::shutdown_forced(open)
+        } else {
+            shutdown_deadline_passed(shutdown_timeout, open)
+        })
+    }
+}
+
+pub(super) use crate::error::shutdown_deadline_passed;
+
+/// The accept loop and what it keeps between accepts.
+struct Acceptor<'a> {
+    listener: TcpListener,
+    handshakes: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    cut: CancellationToken,
+    connections: TaskTracker,
+    threads: Option<&'a ConnectionThreads>,
+    failures: AcceptFailures,
+    next_id: u64,
+}
+
+impl Acceptor<'_> {
+    /// Accepts for ever; cancel safe between accepts. Once the server drains, each new
+    /// connection is a probe or answered 503, on a task the drain does not wait for.
+    async fn run(&mut self) {
         loop {
-            let accepted = tokio::select! {
-                () = &mut shutdown => break,
-                accepted = self.listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
+            let (stream, peer) = match self.listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    if let Some(pause) = failures.record(&e) {
-                        tokio::select! {
-                            () = &mut shutdown => break,
-                            () = tokio::time::sleep(pause) => {}
-                        }
+                    if let Some(pause) = self.failures.record(&e) {
+                        tokio::time::sleep(pause).await;
                     }
                     continue;
                 }
             };
-            failures.reset_pause();
-            next_connection_id += 1;
-            let id = next_connection_id;
+            self.failures.reset_pause();
+            self.next_id += 1;
+            let id = self.next_id;
             // A connection that has not finished its handshake holds a handshake slot, never a
             // connection slot; when every handshake slot is taken, the newcomer is closed at
             // once so that silent peers cannot pile up descriptors.
-            let Ok(handshake) = Arc::clone(&handshakes).try_acquire_owned() else {
+            let Ok(handshake) = Arc::clone(&self.handshakes).try_acquire_owned() else {
                 tracing::debug!(connection = id, %peer, "too many handshakes in progress: closed");
                 drop(stream);
                 continue;
             };
-            let shared = Arc::clone(&shared);
-            let stop = stop.clone();
-            let cut = cut.clone();
-            let Some(threads) = &threads else {
-                connections.spawn(async move {
+            let shared = Arc::clone(&self.shared);
+            if shared.is_draining() {
+                tokio::spawn(answer_while_draining(shared, stream, handshake));
+                continue;
+            }
+            let (stop, cut) = (self.stop.clone(), self.cut.clone());
+            let Some(threads) = self.threads else {
+                self.connections.spawn(async move {
                     tokio::select! {
                         () = cut.cancelled() => {}
                         served = serve_connection(shared, stream, peer, id, handshake, stop) => {
@@ -159,7 +270,7 @@ impl Server {
                     continue;
                 }
             };
-            threads.run(connections.track_future(async move {
+            threads.run(self.connections.track_future(async move {
                 let stream = match TcpStream::from_std(stream) {
                     Ok(stream) => stream,
                     Err(e) => return log_end(id, peer, Err(WsError::Io(e))),
@@ -172,30 +283,62 @@ impl Server {
                 }
             }));
         }
-        drop(self.listener);
-        tracing::info!("shutting down: finishing in-flight requests");
-        stop.cancel();
-        connections.close();
-        // Processes end with their server, whatever their sessions' TTL.
-        if let Some(processes) = processes {
-            processes.shutdown().await;
-        }
-        if tokio::time::timeout(shutdown_timeout, connections.wait())
-            .await
-            .is_ok()
-        {
-            if let Some(threads) = threads {
-                threads.finish().await;
+    }
+}
+
+/// A connection accepted while the server drains: a probe is answered (`/readyz` with 503),
+/// anything else with HTTP 503, all within the handshake timeout.
+async fn answer_while_draining(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    handshake: OwnedSemaphorePermit,
+) {
+    let deadline = shared.config.handshake_timeout;
+    let answer = async {
+        let head = peek_head(&stream).await?;
+        let probe = probe_of(&head).filter(|_| shared.config.admin_listen.is_none());
+        match probe {
+            Some(probe) => probes::answer(stream, probe, &shared).await,
+            None => {
+                stream.write_all(DRAINING_RESPONSE).await?;
+                stream.shutdown().await
             }
-            return Ok(());
         }
-        let open = connections.len();
-        cut.cancel();
-        connections.wait().await;
-        if let Some(threads) = threads {
-            threads.finish().await;
-        }
-        Err(shutdown_deadline_passed(shutdown_timeout, open))
+    };
+    let _ = tokio::time::timeout(deadline, answer).await;
+    drop(handshake);
+}
+
+/// Answers the probes on the admin address, when there is one, for ever; each on a task of
+/// its own, bounded by the handshake timeout.
+async fn serve_admin(admin: Option<TcpListener>, shared: Arc<Shared>) {
+    let Some(admin) = admin else {
+        return std::future::pending().await;
+    };
+    let mut failures = AcceptFailures::default();
+    loop {
+        let stream = match admin.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                if let Some(pause) = failures.record(&e) {
+                    tokio::time::sleep(pause).await;
+                }
+                continue;
+            }
+        };
+        failures.reset_pause();
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let deadline = shared.config.handshake_timeout;
+            let _ = tokio::time::timeout(deadline, async {
+                let head = peek_head(&stream).await?;
+                match probe_of(&head) {
+                    Some(probe) => probes::answer(stream, probe, &shared).await,
+                    None => probes::not_found(stream).await,
+                }
+            })
+            .await;
+        });
     }
 }
 
@@ -203,96 +346,6 @@ fn log_end(id: u64, peer: SocketAddr, served: Result<(), WsError>) {
     if let Err(e) = served {
         tracing::debug!(connection = id, %peer, "connection ended: {e}");
     }
-}
-
-/// Warns when `RLIMIT_NOFILE` cannot hold every connection and handshake the bounds allow:
-/// the server still works, but accepts pause whenever the descriptors run out.
-fn warn_about_descriptor_limit(config: &ServerConfig) {
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    let Some(current) = limit.current else {
-        return;
-    };
-    let wanted = (config.max_connections + config.max_handshakes) as u64 + DESCRIPTOR_HEADROOM;
-    if current < wanted {
-        tracing::warn!(
-            "RLIMIT_NOFILE is {current}, below --max-connections + --max-handshakes + \
-             {DESCRIPTOR_HEADROOM} ({wanted}): accepts will pause while descriptors run out"
-        );
-    }
-}
-
-pub(super) use crate::error::shutdown_deadline_passed;
-
-/// What the accept loop remembers of its failures: when it last logged one, how many it has
-/// not logged since, and how long to pause after the next one.
-struct AcceptFailures {
-    logged_at: Option<Instant>,
-    unlogged: u64,
-    pause: Duration,
-}
-
-impl Default for AcceptFailures {
-    fn default() -> Self {
-        Self {
-            logged_at: None,
-            unlogged: 0,
-            pause: MIN_ACCEPT_PAUSE,
-        }
-    }
-}
-
-impl AcceptFailures {
-    /// Logs `error` unless one was logged less than [`ACCEPT_LOG_INTERVAL`] ago (then it is
-    /// counted for the next line), and returns the pause to take before accepting again: one
-    /// that grows for exhausted descriptors or memory, which no retry can fix at once, and none
-    /// for a failure of one connection (a peer that reset before it was accepted).
-    fn record(&mut self, error: &io::Error) -> Option<Duration> {
-        let exhausted = is_resource_exhaustion(error);
-        let now = Instant::now();
-        if self
-            .logged_at
-            .is_some_and(|at| now.duration_since(at) < ACCEPT_LOG_INTERVAL)
-        {
-            self.unlogged += 1;
-        } else {
-            let unlogged = std::mem::take(&mut self.unlogged);
-            let every = ACCEPT_LOG_INTERVAL;
-            if exhausted {
-                tracing::warn!(
-                    unlogged,
-                    "accept failed: {error}; pausing accepts (logged at most once every {every:?})"
-                );
-            } else {
-                tracing::warn!(
-                    unlogged,
-                    "accept failed: {error} (logged at most once every {every:?})"
-                );
-            }
-            self.logged_at = Some(now);
-        }
-        if !exhausted {
-            return None;
-        }
-        let pause = self.pause;
-        self.pause = (self.pause * 2).min(MAX_ACCEPT_PAUSE);
-        Some(pause)
-    }
-
-    fn reset_pause(&mut self) {
-        self.pause = MIN_ACCEPT_PAUSE;
-    }
-}
-
-/// `EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`: the process or the system is out of descriptors or
-/// memory, and accepting again at once would fail the same way.
-fn is_resource_exhaustion(error: &io::Error) -> bool {
-    use rustix::io::Errno;
-    let Some(raw) = error.raw_os_error() else {
-        return false;
-    };
-    [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
-        .iter()
-        .any(|errno| errno.raw_os_error() == raw)
 }
 
 /// Runs one accepted connection: the handshake (holding `handshake`, a handshake slot, and
@@ -307,13 +360,28 @@ async fn serve_connection(
     stop: CancellationToken,
 ) -> Result<(), WsError> {
     let _ = stream.set_nodelay(true);
+    // One deadline for the probe or the handshake, whichever this connection turns out to be.
+    let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
+    let timed_out = || WsError::Io(crate::error::handshake_timed_out());
+    // A peer that has sent nothing yet is dropped at shutdown; a probe that has is answered
+    // (`/readyz` with 503 once the server drains), within the handshake timeout.
+    let head = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        head = tokio::time::timeout_at(deadline, peek_head(&stream)) => {
+            head.map_err(|_| timed_out())??
+        }
+    };
+    let probe = probe_of(&head).filter(|_| shared.config.admin_listen.is_none());
+    if let Some(probe) = probe {
+        tokio::time::timeout_at(deadline, probes::answer(stream, probe, &shared))
+            .await
+            .map_err(|_| timed_out())??;
+        drop(handshake);
+        tracing::debug!(connection = id, %peer, "answered {probe:?}");
+        return Ok(());
+    }
     let handshake_shared = Arc::clone(&shared);
     let accept = async move {
-        if is_readyz_request(&peek_head(&stream).await?) {
-            answer_readyz(stream).await?;
-            tracing::debug!(connection = id, %peer, "answered /readyz");
-            return Ok(None);
-        }
         let shared = handshake_shared;
         // Taken only once the request has passed the other checks: a peer that sends half a
         // request, or the wrong token, never holds a connection slot.
@@ -351,51 +419,21 @@ async fn serve_connection(
             tokio_tungstenite::accept_hdr_async_with_config(shared_socket, callback, Some(config))
                 .await?;
         let permit = permit.expect("an accepted handshake took a connection slot");
-        Ok::<_, WsError>(Some((ws, socket, permit)))
+        Ok::<_, WsError>((ws, socket, permit))
     };
-    let deadline = shared.config.handshake_timeout;
     // A handshake has no request to finish: at shutdown it is dropped at once.
     let accepted = tokio::select! {
         () = stop.cancelled() => return Ok(()),
-        accepted = tokio::time::timeout(deadline, accept) => accepted.map_err(|_| {
-            WsError::Io(crate::error::handshake_timed_out())
-        }),
+        accepted = tokio::time::timeout_at(deadline, accept) => accepted.map_err(|_| timed_out()),
     };
     drop(handshake);
-    let Some((ws, socket, permit)) = accepted?? else {
-        return Ok(());
-    };
+    let (ws, socket, permit) = accepted??;
     tracing::debug!(connection = id, %peer, "connected");
+    let _open = shared.metrics.connection_opened();
     Connection::new(shared, id, peer.to_string().into())
         .run(ws, Some(socket), stop)
         .await;
     drop(permit);
     tracing::debug!(connection = id, %peer, "disconnected");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_exhausted_resources_pause_accepts() {
-        use rustix::io::Errno;
-        let os = |errno: Errno| io::Error::from_raw_os_error(errno.raw_os_error());
-        let mut failures = AcceptFailures::default();
-        assert_eq!(failures.record(&os(Errno::MFILE)), Some(MIN_ACCEPT_PAUSE));
-        assert_eq!(
-            failures.record(&os(Errno::NFILE)),
-            Some(MIN_ACCEPT_PAUSE * 2)
-        );
-        for _ in 0..20 {
-            failures.record(&os(Errno::MFILE));
-        }
-        assert_eq!(failures.record(&os(Errno::MFILE)), Some(MAX_ACCEPT_PAUSE));
-        // All but the first were counted, not logged: the interval has not passed.
-        assert_eq!(failures.unlogged, 22);
-        assert_eq!(failures.record(&os(Errno::CONNABORTED)), None);
-        failures.reset_pause();
-        assert_eq!(failures.record(&os(Errno::MFILE)), Some(MIN_ACCEPT_PAUSE));
-    }
 }

@@ -112,6 +112,20 @@ pub(crate) struct Method {
     pub(crate) group: Group,
 }
 
+impl Method {
+    /// True for the methods whose bytes are written into the roots (or a process's input),
+    /// rather than read out of them.
+    pub(crate) fn writes_contents(&self) -> bool {
+        matches!(self.runs, Runs::StreamWrite(_))
+            || [
+                FS_WRITE_FILE_METHOD,
+                crate::protocol::codex::FS_WRITE_BLOCK_METHOD,
+                crate::protocol::process::PROCESS_WRITE_METHOD,
+            ]
+            .contains(&self.name)
+    }
+}
+
 const fn row(name: &'static str, runs: Runs, group: Group) -> Method {
     Method { name, runs, group }
 }

@@ -1,8 +1,9 @@
 //! `capfs serve`: a file system behind a WebSocket endpoint.
 //!
 //! Data flows one way through these files: `listener.rs` accepts (TCP with the HTTP upgrade,
-//! its Origin, token and connection-limit checks and `GET /readyz`, or one byte stream such as
-//! stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
+//! its Origin, token and connection-limit checks, the plain HTTP endpoints of `probes.rs`
+//! (`/healthz`, `/readyz`, `/metrics` of `metrics.rs`) and the drain at shutdown, or one byte
+//! stream such as stdin/stdout with RFC 6455 frames and no HTTP); `connection.rs` runs one connection's read
 //! loop on the `transport::link` the client opens too, its in-flight bound and its shutdown
 //! drain; `session.rs` applies the handshake rules to each message; `methods.rs` is the method
 //! table: each method's row names where it runs, its
@@ -17,6 +18,7 @@
 //! of their own, each with a `current_thread` runtime; `pair.rs` joins a byte-stream connection
 //! to a client in the same process.
 
+mod accept;
 mod admission;
 mod audit;
 mod budget;
@@ -29,11 +31,13 @@ mod fit;
 mod frames;
 mod listener;
 mod methods;
+mod metrics;
 mod narrow;
 mod outgoing;
 mod pair;
 mod params;
 mod payload;
+mod probes;
 mod process;
 mod reply;
 mod session;
@@ -54,8 +58,9 @@ pub use config::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_BLOCKING_PER_CONNECTION,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTGOING_BYTES,
-    DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_SESSION_TTL, DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_STREAM_IDLE_TIMEOUT, ServedProcesses, ServerConfig,
+    DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION, DEFAULT_PROCESS_GRACE, DEFAULT_SESSION_TTL,
+    DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, Readiness, ServedProcesses,
+    ServerConfig,
 };
 pub use listener::Server;
 pub use methods::method_names;

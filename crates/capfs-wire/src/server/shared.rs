@@ -3,12 +3,14 @@
 //! budget, processes).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Semaphore;
 
 use super::budget::Budget;
 use super::codex::watch::MAX_WATCHES_PER_SERVER;
 use super::config::ServerConfig;
+use super::metrics::Metrics;
 use super::process::table::ServerProcesses;
 use super::sessions::Sessions;
 use capfs::ExecutorFileSystem;
@@ -30,6 +32,10 @@ pub(crate) struct Shared {
     pub(crate) budget: Budget,
     /// The processes the server serves, if it does.
     pub(crate) processes: Option<Arc<ServerProcesses>>,
+    /// What `GET /metrics` reports.
+    pub(crate) metrics: Arc<Metrics>,
+    /// Set once the server was asked to stop: `/readyz` answers 503 and no new session starts.
+    draining: AtomicBool,
 }
 
 /// `fs/open` handles open at once across a server (each read handle holds a descriptor).
@@ -38,6 +44,11 @@ const MAX_OPEN_HANDLES: usize = 1024;
 impl Shared {
     pub(crate) fn new(fs: Arc<dyn ExecutorFileSystem>, config: ServerConfig) -> Self {
         let fs_roots = fs.served_roots();
+        let budget = Budget::new(
+            config.max_outgoing_bytes,
+            config.max_outgoing_bytes_per_connection,
+        );
+        let metrics = Arc::new(Metrics::new(budget.clone(), config.audit.clone()));
         Self {
             fs,
             connections: Arc::new(Semaphore::new(config.max_connections)),
@@ -45,10 +56,7 @@ impl Shared {
             sessions: Arc::new(Sessions::new(config.session_ttl)),
             handles: Arc::new(Semaphore::new(MAX_OPEN_HANDLES)),
             watches: Arc::new(Semaphore::new(MAX_WATCHES_PER_SERVER)),
-            budget: Budget::new(
-                config.max_outgoing_bytes,
-                config.max_outgoing_bytes_per_connection,
-            ),
+            budget,
             processes: config.processes.as_ref().map(|served| {
                 Arc::new(ServerProcesses::new(
                     Arc::clone(&served.0),
@@ -57,9 +65,22 @@ impl Shared {
                     config.session_ttl,
                     config.audit.clone(),
                     fs_roots,
+                    Arc::clone(&metrics),
                 ))
             }),
+            metrics,
+            draining: AtomicBool::new(false),
             config,
         }
+    }
+
+    /// True once the server drains.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// The server drains from now on.
+    pub(crate) fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
     }
 }

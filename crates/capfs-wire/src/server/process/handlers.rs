@@ -118,6 +118,9 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         .map_err(|m| invalid_input(INVALID_PARAMS, m))?;
     let server = &attached.server;
     let session = &attached.session;
+    if server.is_stopping() {
+        return Err(io(crate::error::server_stopping()));
+    }
     let slot = {
         let mut procs = session.procs.lock().expect("processes");
         if procs.map.contains_key(&p.process_id) {
@@ -167,6 +170,7 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         error,
     };
     // The session's home is made at its first start, and a failure to make it fails the start.
+    let asked = Instant::now();
     let started = match session.home(server.imp.as_ref()) {
         Ok(home) => {
             request.home = home;
@@ -174,6 +178,9 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         }
         Err(e) => Err(e),
     };
+    server
+        .metrics
+        .process_start(started.is_ok(), asked.elapsed());
     let started = match started {
         Ok(started) => started,
         Err(e) => {
@@ -210,6 +217,7 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
             session: Arc::downgrade(session),
             log,
             slot,
+            metrics: Arc::clone(&server.metrics),
         }
         .run(),
     );

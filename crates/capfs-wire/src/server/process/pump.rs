@@ -31,6 +31,7 @@ pub(crate) struct Pump {
     pub(crate) log: ProcessLog,
     /// The process's place in the server's bound, given back once it closed.
     pub(crate) slot: OwnedSemaphorePermit,
+    pub(crate) metrics: Arc<crate::server::metrics::Metrics>,
 }
 
 fn notification(method: &str, params: impl serde::Serialize) -> String {
@@ -57,6 +58,7 @@ impl Pump {
             }
         }
         drop(self.slot);
+        self.metrics.process_closed();
         if let Some(session) = self.session.upgrade() {
             session.ended(&self.id);
         }

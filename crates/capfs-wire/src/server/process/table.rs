@@ -2,7 +2,7 @@
 //! table of processes by the client's ids, and a connection's attachment to its session.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use super::kept::Kept;
 use crate::protocol::RootDescription;
 use crate::protocol::process::ProcessesInfo;
 use crate::server::budget::ConnectionBudget;
+use crate::server::metrics::Metrics;
 use crate::server::outgoing::Outgoing;
 use capfs::audit::AuditLog;
 use capfs::process::{Confinement, ExecutorProcesses, ProcessControl};
@@ -43,6 +44,9 @@ pub(crate) struct ServerProcesses {
     /// its processes narrowed too.
     pub(super) roots: Vec<RootDescription>,
     pub(super) tables: Mutex<HashMap<String, Arc<SessionProcesses>>>,
+    pub(super) metrics: Arc<Metrics>,
+    /// Set once the server stops: no process starts after it.
+    pub(super) stopping: AtomicBool,
 }
 
 impl std::fmt::Debug for ServerProcesses {
@@ -58,6 +62,9 @@ pub(crate) enum Slot {
     Started(Arc<Running>),
 }
 
+/// The signal a stopping server sends its processes first.
+const SIGTERM: i32 = 15;
+
 /// A started process: its control and what the wire has been told of it.
 pub(crate) struct Running {
     pub(crate) control: Arc<dyn ProcessControl>,
@@ -65,6 +72,24 @@ pub(crate) struct Running {
     pub(crate) kept: Mutex<Kept>,
     /// Bumped whenever `kept` changes, for `process/read` to wait on.
     pub(crate) changed: watch::Sender<u64>,
+}
+
+impl Running {
+    /// Completes once the process has exited (or closed).
+    async fn exited(&self) {
+        let mut changed = self.changed.subscribe();
+        loop {
+            {
+                let kept = self.kept.lock().expect("kept output");
+                if kept.exit.is_some() || kept.closed {
+                    return;
+                }
+            }
+            if changed.changed().await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// A session's processes, by the client's ids.
@@ -116,6 +141,7 @@ impl ServerProcesses {
         ttl: Duration,
         audit: Option<AuditLog>,
         roots: Vec<RootDescription>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             imp,
@@ -126,6 +152,8 @@ impl ServerProcesses {
             audit,
             roots,
             tables: Mutex::new(HashMap::new()),
+            metrics,
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -179,8 +207,36 @@ impl ServerProcesses {
         }
     }
 
-    /// Ends every process of every session: the server stops.
-    pub(crate) async fn shutdown(&self) {
+    /// Ends every process of every session: the server stops. Each process is sent
+    /// `SIGTERM` and given `grace` to exit; those still running then are ended with everything
+    /// they started (`SIGKILL`). No process starts from the call on.
+    ///
+    /// The tables stay the server's until the grace is over, so that a shutdown cut short (the
+    /// future dropped) leaves them to the next call, which kills what is left.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let running: Vec<_> = {
+            let tables = self.tables.lock().expect("process tables");
+            tables
+                .values()
+                .flat_map(|table| table.running())
+                .filter(|running| !running.kept.lock().expect("kept output").closed)
+                .collect()
+        };
+        if !running.is_empty() && !grace.is_zero() {
+            tracing::info!(count = running.len(), "asking processes to end (SIGTERM)");
+            for process in &running {
+                let _ = process.control.signal(SIGTERM).await;
+            }
+            let exited = async {
+                for process in &running {
+                    process.exited().await;
+                }
+            };
+            if tokio::time::timeout(grace, exited).await.is_err() {
+                tracing::warn!("processes still running after {grace:?}: killed");
+            }
+        }
         let tables: Vec<_> = self
             .tables
             .lock()
@@ -191,6 +247,11 @@ impl ServerProcesses {
         for table in tables {
             table.end_all().await;
         }
+    }
+
+    /// True once the server stops.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 }
 
