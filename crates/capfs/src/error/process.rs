@@ -139,3 +139,11 @@ pub(crate) fn no_terminal() -> io::Error {
 pub(crate) fn not_a_signal(signal: i32) -> io::Error {
     io::Error::new(ErrorKind::InvalidInput, format!("{signal}: not a signal"))
 }
+
+pub(crate) fn egress_with_host_network() -> io::Error {
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        "an egress policy (allowed hosts) holds only for processes without the host's network: \
+         not with network all",
+    )
+}

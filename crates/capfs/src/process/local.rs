@@ -15,6 +15,7 @@ use rustix::process::{PidfdFlags, Resource};
 use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
 use super::confine;
+use super::egress::Proxy;
 use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
 use super::run::{self, Wiring};
@@ -97,6 +98,9 @@ impl LocalProcesses {
         let confinement = if policy.unconfined {
             Confinement::Unconfined
         } else {
+            if policy.egress.is_some() && policy.network == Network::All {
+                return Err(error::egress_with_host_network());
+            }
             if as_root && policy.run_as.is_none() {
                 return Err(error::root_needs_run_as());
             }
@@ -125,6 +129,9 @@ impl LocalProcesses {
 
 fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     let network = match policy.network {
+        _ if policy.egress.is_some() => {
+            "egress by name only (own namespace, tcp to its proxy only, no unix sockets)"
+        }
         Network::None => "no network (own namespace, tcp refused, no unix sockets)",
         Network::Loopback => "own loopback only (own namespace, no unix sockets)",
         Network::All => "host network",
@@ -246,6 +253,14 @@ impl ExecutorProcesses for LocalProcesses {
         };
         let cwd = open_cwd(sandbox, &request)?;
         let policy = &inner.policy;
+        let egress = policy.egress.clone().filter(|_| !policy.unconfined);
+        let (proxy_end, proxy_channel) = match &egress {
+            Some(_) => {
+                let (ours, theirs) = super::listen::channel()?;
+                (Some(ours), Some(theirs))
+            }
+            None => (None, None),
+        };
         let temp = make_temp(&policy.temp_parent, policy)?;
         let temp_dir = std::fs::File::open(&temp.0)?;
         let home = request.home.as_deref();
@@ -275,6 +290,7 @@ impl ExecutorProcesses for LocalProcesses {
                 home: home.map(|h| h.dir() as &dyn AsFd),
                 read_only: &policy.read_only_paths,
                 network: policy.network,
+                proxy: egress.is_some(),
             })?),
         };
         // The `/proc` of the process's PID namespace exists only once the child mounted it:
@@ -302,6 +318,9 @@ impl ExecutorProcesses for LocalProcesses {
         command.env("TMPDIR", &temp.0);
         if let Some(home) = home {
             command.env("HOME", home.path());
+        }
+        if egress.is_some() {
+            command.envs(proxy_environment());
         }
         match &pty {
             Some(pty) => {
@@ -337,8 +356,10 @@ impl ExecutorProcesses for LocalProcesses {
                 id_maps: (confined && !inner.as_root).then(child::IdMaps::of_current),
                 mounts,
                 proc_rule,
-                loopback_up: (confined && policy.network == Network::Loopback)
-                    .then(child::loopback_up_request),
+                loopback_up: (confined
+                    && (policy.network == Network::Loopback || egress.is_some()))
+                .then(child::loopback_up_request),
+                proxy: proxy_channel,
                 limits: [
                     (Resource::Core, 0),
                     (Resource::Fsize, policy.file_size_limit),
@@ -353,6 +374,23 @@ impl ExecutorProcesses for LocalProcesses {
             .spawn()
             .map_err(|e| error::spawn_failed(&request.argv[0], &e))?;
         drop(command);
+        let proxy = match (proxy_end, egress) {
+            (Some(ours), Some(egress)) => {
+                let pid = child.id().unwrap_or(0);
+                let narrowing = request.egress.clone().unwrap_or_default();
+                let started = super::egress::receive_listeners(&ours)
+                    .and_then(|fds| Proxy::start(fds, egress, narrowing, pid));
+                match started {
+                    Ok(proxy) => Some(proxy),
+                    Err(e) => {
+                        let mut child = child;
+                        let _ = child.start_kill();
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         let pid = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id as i32));
@@ -382,7 +420,7 @@ impl ExecutorProcesses for LocalProcesses {
                     cgroup,
                     wiring,
                     policy.time_limit,
-                    Box::new((slot, temp, request.home.clone())),
+                    Box::new((slot, temp, request.home.clone(), proxy)),
                 );
             }
         };
@@ -393,7 +431,7 @@ impl ExecutorProcesses for LocalProcesses {
             cgroup,
             wiring,
             policy.time_limit,
-            Box::new((slot, temp, request.home.clone())),
+            Box::new((slot, temp, request.home.clone(), proxy)),
         )
     }
 
@@ -410,6 +448,25 @@ impl ExecutorProcesses for LocalProcesses {
         };
         super::Home::create(&policy.home_parent, owner).map(Some)
     }
+}
+
+/// The variables that point a process's tools at its proxy, in both cases; `NO_PROXY` keeps
+/// them off the process's own loopback, which the proxy could not reach.
+fn proxy_environment() -> Vec<(String, String)> {
+    use super::egress::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
+    let http = format!("http://127.0.0.1:{HTTP_PROXY_PORT}");
+    let socks = format!("socks5h://127.0.0.1:{SOCKS_PROXY_PORT}");
+    let mut vars = Vec::new();
+    for (name, value) in [
+        ("HTTP_PROXY", &http),
+        ("HTTPS_PROXY", &http),
+        ("ALL_PROXY", &socks),
+        ("NO_PROXY", &"localhost,127.0.0.1,::1".to_string()),
+    ] {
+        vars.push((name.to_string(), value.clone()));
+        vars.push((name.to_ascii_lowercase(), value.clone()));
+    }
+    vars
 }
 
 /// The working directory opened through the sandbox: a directory under no root, or reached

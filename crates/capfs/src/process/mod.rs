@@ -20,8 +20,10 @@ use crate::{AbsolutePathBuf, Access};
 mod cgroup;
 mod child;
 mod confine;
+pub mod egress;
 mod home;
 mod init;
+mod listen;
 mod local;
 mod mounts;
 mod policy;
@@ -61,6 +63,9 @@ pub struct ProcessRequest {
     /// The private home of the process's session ([`ExecutorProcesses::new_home`]): its
     /// `HOME`, writable, whatever `env` says. Without one, `HOME` is what `env` says.
     pub home: Option<std::sync::Arc<Home>>,
+    /// Narrows the implementation's egress policy for this process (a client's managed
+    /// network): never widens it.
+    pub egress: Option<egress::EgressNarrowing>,
 }
 
 impl ProcessRequest {
@@ -75,6 +80,7 @@ impl ProcessRequest {
             pipe_stdin: false,
             narrowing: None,
             home: None,
+            egress: None,
         }
     }
 }
