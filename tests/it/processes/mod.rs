@@ -5,6 +5,7 @@
 //! refusals).
 
 mod bounds;
+mod egress;
 mod escapes;
 mod read_only;
 mod session;

@@ -51,6 +51,9 @@ pub(crate) const SYSTEM_READ: &[&str] = &[
     "/etc/inputrc",
     "/etc/terminfo",
     "/etc/ssl/certs",
+    // What the system is (pip reads it for its user agent); no secret.
+    "/etc/debian_version",
+    "/etc/os-release",
 ];
 
 /// Devices a process may open for reading and writing.

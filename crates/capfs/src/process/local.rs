@@ -420,7 +420,8 @@ impl ExecutorProcesses for LocalProcesses {
                     cgroup,
                     wiring,
                     policy.time_limit,
-                    Box::new((slot, temp, request.home.clone(), proxy)),
+                    Box::new((slot, temp, request.home.clone())),
+                    proxy,
                 );
             }
         };
@@ -431,7 +432,8 @@ impl ExecutorProcesses for LocalProcesses {
             cgroup,
             wiring,
             policy.time_limit,
-            Box::new((slot, temp, request.home.clone(), proxy)),
+            Box::new((slot, temp, request.home.clone())),
+            proxy,
         )
     }
 

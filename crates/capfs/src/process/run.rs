@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error;
 
 use super::cgroup::Cgroup;
+use super::egress::Proxy;
 use super::{
     OutputStream, PROCESS_EVENT_QUEUE, ProcessControl, ProcessEvent, ProcessExit, StartedProcess,
     TerminalSize,
@@ -194,6 +195,7 @@ pub(crate) fn launch(
     wiring: Wiring,
     time_limit: Option<Duration>,
     held: Held,
+    proxy: Option<Proxy>,
 ) -> io::Result<StartedProcess> {
     let pid = child.id().unwrap_or(0);
     let (sender, events) = mpsc::channel(PROCESS_EVENT_QUEUE);
@@ -266,6 +268,10 @@ pub(crate) fn launch(
         let _ = sender.send(ProcessEvent::Exited(exit)).await;
         for reader in readers {
             let _ = reader.await;
+        }
+        // Its connections out are cut, each with its audit line written, before it closes.
+        if let Some(proxy) = proxy {
+            proxy.close().await;
         }
         // Closed means nothing of the process is left: its cgroup, its temporary directory
         // and its place among the running are given back first, off this task's thread

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::AbortHandle;
 
 use super::{EgressNarrowing, EgressPolicy};
 use crate::audit::{MAX_ERROR_CHARS, cut, timestamp};
@@ -75,8 +75,8 @@ impl Session {
             host: cut(&line.host, 300).into_owned(),
             port: line.port,
             address: line.address.map(|a| a.to_string()),
-            bytes_out: line.bytes_out,
-            bytes_in: line.bytes_in,
+            bytes_out: line.bytes_out.load(Ordering::Relaxed),
+            bytes_in: line.bytes_in.load(Ordering::Relaxed),
             outcome: line.outcome,
             reason: reason.map(|r| r.into_owned()),
         });
@@ -90,9 +90,10 @@ pub(crate) struct Line {
     pub(crate) host: String,
     pub(crate) port: u16,
     pub(crate) address: Option<SocketAddr>,
-    pub(crate) bytes_out: u64,
-    pub(crate) bytes_in: u64,
-    /// `ok`, `refused` (by the policy or a bound) or `failed` (the connection out).
+    pub(crate) bytes_out: AtomicU64,
+    pub(crate) bytes_in: AtomicU64,
+    /// `ok`, `refused` (by the policy or a bound), `failed` (the connection out) or `cut`
+    /// (the process closed first).
     pub(crate) outcome: &'static str,
     pub(crate) reason: Option<String>,
 }
@@ -116,10 +117,14 @@ struct AuditLine {
     reason: Option<String>,
 }
 
-/// A process's running proxy; dropping it ends its listeners and every connection.
+/// A process's running proxy; [`close`](Self::close) (or a drop) ends its listeners and cuts
+/// every connection.
 #[derive(Debug)]
 pub(crate) struct Proxy {
     tasks: Vec<AbortHandle>,
+    cut: watch::Sender<bool>,
+    open: Arc<Semaphore>,
+    max: usize,
 }
 
 impl Drop for Proxy {
@@ -127,6 +132,7 @@ impl Drop for Proxy {
         for task in &self.tasks {
             task.abort();
         }
+        self.cut.send_replace(true);
     }
 }
 
@@ -151,22 +157,42 @@ impl Proxy {
             narrowing,
             pid,
         });
+        let (cut, _) = watch::channel(false);
         let mut tasks = Vec::new();
         for (fd, kind) in listeners.into_iter().zip([Kind::Http, Kind::Socks]) {
             let listener = std::net::TcpListener::from(fd);
             listener.set_nonblocking(true)?;
             let listener = TcpListener::from_std(listener)?;
-            let task = tokio::spawn(accept(listener, kind, session.clone()));
+            let task = tokio::spawn(accept(listener, kind, session.clone(), cut.subscribe()));
             tasks.push(task.abort_handle());
         }
-        Ok(Self { tasks })
+        Ok(Self {
+            tasks,
+            cut,
+            open: session.open.clone(),
+            max: session.policy.max_connections,
+        })
+    }
+
+    /// Ends the listeners, cuts the connections and waits until each wrote its audit line.
+    pub(crate) async fn close(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.cut.send_replace(true);
+        // Every connection holds a permit until its line is written.
+        let all = u32::try_from(self.max).unwrap_or(u32::MAX);
+        let _ = self.open.acquire_many(all).await;
     }
 }
 
-async fn accept(listener: TcpListener, kind: Kind, session: Arc<Session>) {
-    let mut connections = JoinSet::new();
+async fn accept(
+    listener: TcpListener,
+    kind: Kind,
+    session: Arc<Session>,
+    cut: watch::Receiver<bool>,
+) {
     loop {
-        while connections.try_join_next().is_some() {}
         let Ok((stream, _)) = listener.accept().await else {
             // Out of descriptors, say: let the connections that hold them go on first.
             tokio::task::yield_now().await;
@@ -180,10 +206,7 @@ async fn accept(listener: TcpListener, kind: Kind, session: Arc<Session>) {
                     Err(_) => "too many connections at once",
                 };
                 session.record(&Line {
-                    via: match kind {
-                        Kind::Http => "http",
-                        Kind::Socks => "socks5",
-                    },
+                    via: kind.name(),
                     outcome: "refused",
                     reason: Some(reason.into()),
                     ..Line::default()
@@ -191,20 +214,44 @@ async fn accept(listener: TcpListener, kind: Kind, session: Arc<Session>) {
                 continue;
             }
         };
-        let session = session.clone();
-        connections.spawn(serve(stream, kind, session, permit));
+        tokio::spawn(serve(stream, kind, session.clone(), cut.clone(), permit));
     }
 }
 
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Http => "http",
+            Kind::Socks => "socks5",
+        }
+    }
+}
+
+/// One connection, to its audit line, which is written even when the process's end cuts it.
 async fn serve(
     stream: TcpStream,
     kind: Kind,
     session: Arc<Session>,
+    mut cut: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
 ) {
-    let line = match kind {
-        Kind::Http => super::web::serve(stream, &session).await,
-        Kind::Socks => super::socks::serve(stream, &session).await,
+    let mut line = Line {
+        via: kind.name(),
+        ..Line::default()
     };
+    let served = async {
+        match kind {
+            Kind::Http => super::web::serve(stream, &session, &mut line).await,
+            Kind::Socks => super::socks::serve(stream, &session, &mut line).await,
+        }
+    };
+    let was_cut = tokio::select! {
+        () = served => false,
+        _ = cut.wait_for(|cut| *cut) => true,
+    };
+    if was_cut && line.outcome.is_empty() {
+        line.outcome = "cut";
+        line.reason = Some("the process closed".into());
+    }
     session.record(&line);
 }

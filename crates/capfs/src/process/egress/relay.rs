@@ -1,6 +1,8 @@
 //! What every protocol of the proxy does once it knows where the process wants to go: decide,
 //! connect, check a TLS name on port 443, then carry bytes both ways within the budget.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -68,7 +70,8 @@ pub(crate) async fn tunnel(
                     line.reason = Some("writing to the host failed".into());
                     return;
                 }
-                line.bytes_out += hello.len() as u64;
+                line.bytes_out
+                    .fetch_add(hello.len() as u64, Ordering::Relaxed);
             }
             Err(reason) => {
                 line.outcome = "refused";
@@ -91,24 +94,22 @@ pub(crate) async fn relay(
 ) {
     let (client_read, client_write) = client.into_split();
     let (upstream_read, upstream_write) = upstream.into_split();
-    let out = pump(client_read, upstream_write, session);
-    let back = pump(upstream_read, client_write, session);
+    let out = pump(client_read, upstream_write, session, &line.bytes_out);
+    let back = pump(upstream_read, client_write, session, &line.bytes_in);
     tokio::pin!(out, back);
-    let (mut sent, mut received, mut cut) = (None, None, false);
-    while !cut && (sent.is_none() || received.is_none()) {
+    let (mut sent, mut received, mut cut) = (false, false, false);
+    while !cut && !(sent && received) {
         tokio::select! {
-            done = &mut out, if sent.is_none() => {
-                sent = Some(done.0);
-                cut = done.1;
+            done = &mut out, if !sent => {
+                sent = true;
+                cut = done;
             }
-            done = &mut back, if received.is_none() => {
-                received = Some(done.0);
-                cut = done.1;
+            done = &mut back, if !received => {
+                received = true;
+                cut = done;
             }
         }
     }
-    line.bytes_out += sent.unwrap_or(0);
-    line.bytes_in += received.unwrap_or(0);
     line.outcome = "ok";
     if cut {
         line.outcome = "refused";
@@ -116,24 +117,28 @@ pub(crate) async fn relay(
     }
 }
 
-/// Copies `from` to `to` until the end of `from`; the bytes copied, and whether the budget cut
+/// Copies `from` to `to` until the end of `from`, counting in `count`; whether the budget cut
 /// it short.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, session: &Session) -> (u64, bool) {
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    session: &Session,
+    count: &AtomicU64,
+) -> bool {
     let mut buf = vec![0u8; 16 * 1024];
-    let mut total = 0u64;
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         if !session.spend(n) {
-            return (total, true);
+            return true;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             break;
         }
-        total += n as u64;
+        count.fetch_add(n as u64, Ordering::Relaxed);
     }
     let _ = to.shutdown().await;
-    (total, false)
+    false
 }

@@ -19,12 +19,8 @@ const HOST_UNREACHABLE: u8 = 4;
 const COMMAND_NOT_SUPPORTED: u8 = 7;
 const ADDRESS_NOT_SUPPORTED: u8 = 8;
 
-/// Serves one SOCKS connection; its audit line.
-pub(crate) async fn serve(mut client: TcpStream, session: &Session) -> Line {
-    let mut line = Line {
-        via: "socks5",
-        ..Line::default()
-    };
+/// Serves one SOCKS connection, filling its audit line.
+pub(crate) async fn serve(mut client: TcpStream, session: &Session, line: &mut Line) {
     let asked = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut client)).await;
     let (host, port) = match asked {
         Ok(Ok(destination)) => destination,
@@ -34,17 +30,17 @@ pub(crate) async fn serve(mut client: TcpStream, session: &Session) -> Line {
             }
             line.outcome = "refused";
             line.reason = Some(reason);
-            return line;
+            return;
         }
         Err(_) => {
             line.outcome = "refused";
             line.reason = Some("no SOCKS request in time".into());
-            return line;
+            return;
         }
     };
     line.host = host;
     line.port = port;
-    let upstream = match relay::open(session, &mut line).await {
+    let upstream = match relay::open(session, line).await {
         Ok(upstream) => upstream,
         Err(not) => {
             let code = match not {
@@ -52,16 +48,15 @@ pub(crate) async fn serve(mut client: TcpStream, session: &Session) -> Line {
                 NotOpened::Failed => HOST_UNREACHABLE,
             };
             let _ = client.write_all(&reply(code)).await;
-            return line;
+            return;
         }
     };
     if client.write_all(&reply(SUCCEEDED)).await.is_err() {
         line.outcome = "failed";
         line.reason = Some("the client went away".into());
-        return line;
+        return;
     }
-    relay::tunnel(client, upstream, session, &mut line).await;
-    line
+    relay::tunnel(client, upstream, session, line).await;
 }
 
 /// A reply with no bound address (0.0.0.0:0): clients connecting through do not use it.

@@ -2,6 +2,7 @@
 //! (`GET http://host/path`), passed on in origin form with `Connection: close`, so that one
 //! connection carries requests to the one host it was decided for.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,12 +25,8 @@ const HOP_BY_HOP: &[&str] = &[
     "keep-alive",
 ];
 
-/// Serves one HTTP proxy connection; its audit line.
-pub(crate) async fn serve(mut client: TcpStream, session: &Session) -> Line {
-    let mut line = Line {
-        via: "http",
-        ..Line::default()
-    };
+/// Serves one HTTP proxy connection, filling its audit line.
+pub(crate) async fn serve(mut client: TcpStream, session: &Session, line: &mut Line) {
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
         Ok(Ok(head)) => head,
         Ok(Err(reason)) => return refuse(client, line, "400 Bad Request", reason).await,
@@ -49,7 +46,7 @@ pub(crate) async fn serve(mut client: TcpStream, session: &Session) -> Line {
             return refuse(client, line, "400 Bad Request", reason).await;
         }
     }
-    let mut upstream = match relay::open(session, &mut line).await {
+    let mut upstream = match relay::open(session, line).await {
         Ok(upstream) => upstream,
         Err(not) => {
             let status = match not {
@@ -65,31 +62,30 @@ pub(crate) async fn serve(mut client: TcpStream, session: &Session) -> Line {
         if client.write_all(open).await.is_err() {
             line.outcome = "failed";
             line.reason = Some("the client went away".into());
-            return line;
+            return;
         }
-        relay::tunnel(client, upstream, session, &mut line).await;
-        return line;
+        return relay::tunnel(client, upstream, session, line).await;
     }
     let mut first = request.forwarded.into_bytes();
     first.extend_from_slice(&early);
     if !session.spend(first.len()) || upstream.write_all(&first).await.is_err() {
         line.outcome = "failed";
         line.reason = Some("passing the request on failed".into());
-        return line;
+        return;
     }
-    line.bytes_out += first.len() as u64;
-    relay::relay(client, upstream, session, &mut line).await;
-    line
+    line.bytes_out
+        .fetch_add(first.len() as u64, Ordering::Relaxed);
+    relay::relay(client, upstream, session, line).await;
 }
 
-async fn refuse(client: TcpStream, mut line: Line, status: &str, reason: String) -> Line {
+async fn refuse(client: TcpStream, line: &mut Line, status: &str, reason: String) {
     line.outcome = "refused";
     line.reason = Some(reason.clone());
-    answer(client, line, status, &reason).await
+    answer(client, line, status, &reason).await;
 }
 
 /// Answers the client with `status` and a one-line body, and closes.
-async fn answer(mut client: TcpStream, line: Line, status: &str, reason: &str) -> Line {
+async fn answer(mut client: TcpStream, line: &Line, status: &str, reason: &str) {
     let body = format!("capfs egress: {}:{}: {reason}\n", line.host, line.port);
     let text = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -97,7 +93,6 @@ async fn answer(mut client: TcpStream, line: Line, status: &str, reason: &str) -
     );
     let _ = client.write_all(text.as_bytes()).await;
     let _ = client.shutdown().await;
-    line
 }
 
 /// The request head (without its blank line) and whatever followed it.
