@@ -6,6 +6,8 @@
 
 mod bounds;
 mod egress;
+
+pub(crate) use egress::web as egress_web;
 mod escapes;
 mod read_only;
 mod session;

@@ -3,7 +3,7 @@
 //! by a resolver "as if DNS" (no test asks real DNS); each check of the proxy shown by what
 //! it refuses, and the audit lines it writes.
 
-mod servers;
+pub(crate) mod servers;
 mod tools;
 
 use std::collections::HashMap;
@@ -27,6 +27,11 @@ pub(crate) fn egress(directives: &str, dns: &[(&str, &str)], lines: &Lines) -> E
         .unwrap()
         .with_resolver(Arc::new(AsIfDns(table)))
         .with_audit(AuditLog::to_writer(lines.clone()))
+}
+
+/// A plain web server on `ip` answering `body`, for the binary's tests.
+pub(crate) async fn web(ip: &str, body: &[u8]) -> Web {
+    Web::plain(ip, 0, body.to_vec()).await
 }
 
 const PY: &str = "/usr/bin/python3";
