@@ -4,7 +4,9 @@
 
 use std::process::Stdio;
 
+use crate::codex_protocol::uri;
 use crate::process_serve::tree;
+use crate::process_wire::{Peer, until_closed};
 use crate::processes::egress_web;
 use crate::serve::ServerProcess;
 
@@ -113,4 +115,126 @@ async fn a_command_reaches_an_allowed_name_through_capfs_serve_and_is_audited() 
         (&"web.test".into(), &"ok".into())
     );
     assert_eq!(egress[1]["reason"], "denied");
+}
+
+fn codex_start(
+    ws: &std::path::Path,
+    id: &str,
+    script: &str,
+    network: serde_json::Value,
+) -> serde_json::Value {
+    let mut start = serde_json::json!({
+        "processId": id, "argv": ["sh", "-c", script], "cwd": uri(ws.display()), "env": {},
+        "envPolicy": {"inherit": "core", "ignoreDefaultExcludes": false, "exclude": [],
+            "set": {}, "includeOnly": []},
+        "tty": false, "pipeStdin": false, "arg0": null,
+    });
+    start
+        .as_object_mut()
+        .unwrap()
+        .extend(network.as_object().unwrap().clone());
+    start
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it() {
+    let (_dir, ws, _outside) = tree();
+    let web = egress_web("127.0.0.28", b"managed\n").await;
+    let port = web.addr.port();
+    let mut args: Vec<String> = ["--root", ws.to_str().unwrap(), "--exec", "--user", "65534"]
+        .map(String::from)
+        .to_vec();
+    for name in ["a.test", "b.test"] {
+        args.extend([
+            "--exec-allow-host".into(),
+            format!("{name}:{port}"),
+            "--exec-resolve".into(),
+            format!("{name}:{port}:127.0.0.28"),
+        ]);
+    }
+    args.extend(["--exec-resolve".into(), format!("c.test:{port}:127.0.0.28")]);
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let mut peer = Peer::ready(&server.url).await;
+    let info = peer
+        .request("environment/info", serde_json::json!({}))
+        .await;
+    assert_eq!(
+        info["result"]["capabilities"]["networkProxyLaunch"], true,
+        "{info}"
+    );
+    let script = format!("for h in a b c; do curl -sS http://$h.test:{port}/; done");
+    // codex allows a and c (c is not the operator's) and denies b.
+    let network = serde_json::json!({"enforceManagedNetwork": true, "networkProxy": {"proxy": {
+        "enabled": true, "enableSocks5": true, "enableSocks5Udp": false,
+        "allowUpstreamProxy": false, "dangerouslyAllowAllUnixSockets": false, "mode": "full",
+        "domains": {"a.test": "allow", "b.test": "deny", "**.c.test": "allow"},
+        "unixSockets": null, "allowLocalBinding": false}}});
+    let reply = peer
+        .request("process/start", codex_start(&ws, "m", &script, network))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let told = until_closed(&mut peer, "m").await;
+    let out = String::from_utf8_lossy(&told.stdout);
+    assert_eq!(
+        out,
+        format!(
+            "managed\ncapfs egress: b.test:{port}: denied\ncapfs egress: c.test:{port}: not allowed\n"
+        )
+    );
+    // Enforced with no proxy: no network at all. Transparent TCP: refused, not advertised.
+    let closed = serde_json::json!({"enforceManagedNetwork": true});
+    peer.request("process/start", codex_start(&ws, "n", &script, closed))
+        .await;
+    let told = until_closed(&mut peer, "n").await;
+    assert_eq!(
+        String::from_utf8_lossy(&told.stdout)
+            .matches("not allowed")
+            .count(),
+        3
+    );
+    let transparent = serde_json::json!({"networkProxy": {"proxy": {"enabled": true},
+        "transparentTcp": true}});
+    let reply = peer
+        .request("process/start", codex_start(&ws, "t", "true", transparent))
+        .await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert_eq!(
+        info["result"]["capabilities"]["networkProxyTransparentTcp"],
+        serde_json::Value::Null
+    );
+    server.stop().await;
+
+    // The host's network cannot be held to a managed network: not advertised, refused.
+    let args = [
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--exec".as_ref(),
+        "--user".as_ref(),
+        "65534".as_ref(),
+        "--exec-network".as_ref(),
+        "all".as_ref(),
+    ];
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let mut peer = Peer::ready(&server.url).await;
+    let info = peer
+        .request("environment/info", serde_json::json!({}))
+        .await;
+    assert_eq!(
+        info["result"]["capabilities"]["networkProxyLaunch"], false,
+        "{info}"
+    );
+    let reply = peer
+        .request(
+            "process/start",
+            codex_start(
+                &ws,
+                "h",
+                "true",
+                serde_json::json!({"enforceManagedNetwork": true}),
+            ),
+        )
+        .await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    server.stop().await;
 }

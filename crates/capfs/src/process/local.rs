@@ -441,6 +441,11 @@ impl ExecutorProcesses for LocalProcesses {
         self.inner.policy.time_limit
     }
 
+    fn holds_egress_narrowing(&self) -> bool {
+        let policy = &self.inner.policy;
+        !policy.unconfined && policy.network != Network::All
+    }
+
     fn new_home(&self) -> io::Result<Option<super::Home>> {
         let policy = &self.inner.policy;
         let owner = if self.inner.as_root {

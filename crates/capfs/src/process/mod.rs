@@ -248,6 +248,13 @@ pub trait ExecutorProcesses: Send + Sync {
         None
     }
 
+    /// Whether a request's [`egress`](ProcessRequest::egress) narrowing is held: processes
+    /// reach the network only through an egress policy's proxy, or not at all. Never for
+    /// processes with the host's network or unconfined ones.
+    fn holds_egress_narrowing(&self) -> bool {
+        false
+    }
+
     /// A new private home for the processes of one session, outside the roots, removed once
     /// the last holder drops it; `None` when the implementation has no private homes.
     fn new_home(&self) -> io::Result<Option<Home>> {

@@ -122,6 +122,14 @@ pub struct EgressNarrowing {
     pub deny: Vec<HostRule>,
 }
 
+impl EgressNarrowing {
+    /// Only what `allow` covers (everything the operator allows when `None`), and nothing
+    /// `deny` covers.
+    pub fn new(allow: Option<Vec<HostRule>>, deny: Vec<HostRule>) -> Self {
+        Self { allow, deny }
+    }
+}
+
 /// The hosts processes may reach through their proxy, and its bounds.
 ///
 /// # Examples
