@@ -71,7 +71,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         if let Command::Serve(args) = cli.command {
-            return serve(args).await;
+            return serve(*args).await;
         }
         if let Command::Exec(args) = cli.command {
             return exec::run(&cli.target, args).await;

@@ -420,8 +420,10 @@ impl ExecutorProcesses for LocalProcesses {
                     cgroup,
                     wiring,
                     policy.time_limit,
-                    Box::new((slot, temp, request.home.clone())),
-                    proxy,
+                    run::Held {
+                        things: Box::new((slot, temp, request.home.clone())),
+                        proxy,
+                    },
                 );
             }
         };
@@ -432,8 +434,10 @@ impl ExecutorProcesses for LocalProcesses {
             cgroup,
             wiring,
             policy.time_limit,
-            Box::new((slot, temp, request.home.clone())),
-            proxy,
+            run::Held {
+                things: Box::new((slot, temp, request.home.clone())),
+                proxy,
+            },
         )
     }
 

@@ -35,13 +35,18 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Takes `n` bytes from the budget; `false` once it is spent.
+    /// Takes `n` bytes from the budget; `false` once it is spent (and from then on).
     pub(crate) fn spend(&self, n: usize) -> bool {
-        self.left
+        let taken = self
+            .left
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
                 left.checked_sub(n as u64)
             })
-            .is_ok()
+            .is_ok();
+        if !taken {
+            self.left.store(0, Ordering::Release);
+        }
+        taken
     }
 
     fn spent(&self) -> bool {
@@ -158,11 +163,15 @@ impl Proxy {
             pid,
         });
         let (cut, _) = watch::channel(false);
-        let mut tasks = Vec::new();
-        for (fd, kind) in listeners.into_iter().zip([Kind::Http, Kind::Socks]) {
+        let mut ready = Vec::new();
+        for fd in listeners {
             let listener = std::net::TcpListener::from(fd);
             listener.set_nonblocking(true)?;
-            let listener = TcpListener::from_std(listener)?;
+            ready.push(TcpListener::from_std(listener)?);
+        }
+        // Only once both are ready: a failure leaves no task behind.
+        let mut tasks = Vec::new();
+        for (listener, kind) in ready.into_iter().zip([Kind::Http, Kind::Socks]) {
             let task = tokio::spawn(accept(listener, kind, session.clone(), cut.subscribe()));
             tasks.push(task.abort_handle());
         }

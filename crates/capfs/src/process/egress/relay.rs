@@ -98,7 +98,7 @@ pub(crate) async fn relay(
     let back = pump(upstream_read, client_write, session, &line.bytes_in);
     tokio::pin!(out, back);
     let (mut sent, mut received, mut cut) = (false, false, false);
-    while !cut && !(sent && received) {
+    while !(cut || (sent && received)) {
         tokio::select! {
             done = &mut out, if !sent => {
                 sent = true;
