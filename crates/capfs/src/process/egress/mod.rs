@@ -9,6 +9,7 @@
 //! name resolves to in a loopback, private, link-local or metadata range is refused unless a
 //! rule lists that range.
 
+mod hello;
 mod proxy;
 mod relay;
 mod rules;

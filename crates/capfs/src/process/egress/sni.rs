@@ -1,16 +1,14 @@
-//! The name a TLS client asks for: read from its ClientHello (rustls's `Acceptor` parses it
-//! without any handshake), so that a tunnel to an allowed host cannot carry a connection meant
-//! for another one behind the same address (domain fronting).
+//! The name a TLS client asks for, read from its ClientHello (`hello.rs`), so that a tunnel
+//! to an allowed host cannot carry a connection meant for another one behind the same address
+//! (domain fronting).
 
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use super::hello::{self, Hello, MAX_HELLO};
 use super::rules::{Target, normal_name};
-
-/// The largest ClientHello read (its records); a real one is a few KiB.
-const MAX_HELLO: usize = 64 * 1024;
 
 /// How long the client has to send it.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,11 +25,10 @@ pub(crate) async fn client_hello(
 }
 
 async fn read_hello(client: &mut TcpStream) -> Result<(Vec<u8>, Option<String>), String> {
-    let mut acceptor = rustls::server::Acceptor::default();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        if seen.len() > MAX_HELLO {
+        if seen.len() > MAX_HELLO + 1024 {
             return Err("the TLS ClientHello is too large".into());
         }
         let n = client
@@ -42,19 +39,9 @@ async fn read_hello(client: &mut TcpStream) -> Result<(Vec<u8>, Option<String>),
             return Err("the client sent no TLS ClientHello".into());
         }
         seen.extend_from_slice(&buf[..n]);
-        let mut rest = &buf[..n];
-        while !rest.is_empty() {
-            acceptor
-                .read_tls(&mut rest)
-                .map_err(|e| format!("not a TLS ClientHello: {e}"))?;
-        }
-        match acceptor.accept() {
-            Ok(None) => {}
-            Ok(Some(accepted)) => {
-                let name = accepted.client_hello().server_name().map(str::to_owned);
-                return Ok((seen, name));
-            }
-            Err((e, _alert)) => return Err(format!("not a TLS ClientHello: {e}")),
+        match hello::parse(&seen).map_err(|e| format!("not a TLS ClientHello: {e}"))? {
+            Hello::Incomplete => {}
+            Hello::Complete(name) => return Ok((seen, name)),
         }
     }
 }
