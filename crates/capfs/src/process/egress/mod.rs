@@ -13,6 +13,7 @@ mod hello;
 mod proxy;
 mod relay;
 mod rules;
+mod session;
 mod sni;
 mod socks;
 mod web;

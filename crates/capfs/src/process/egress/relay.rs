@@ -7,7 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use super::proxy::{Line, Session};
+use super::session::{Line, Session};
 use super::sni;
 
 /// Why a destination was not connected: refused by the policy, or the connection failed.

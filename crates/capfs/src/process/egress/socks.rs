@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::proxy::{Line, Session};
 use super::relay::{self, NotOpened};
+use super::session::{Line, Session};
 
 /// How long the client has to say where it goes.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);

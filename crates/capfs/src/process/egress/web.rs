@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::proxy::{Line, Session};
 use super::relay::{self, NotOpened};
+use super::session::{Line, Session};
 
 /// The largest request head read.
 const MAX_HEAD: usize = 32 * 1024;
