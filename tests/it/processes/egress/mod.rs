@@ -184,3 +184,46 @@ print(\"plain text answered:\", s.recv(100))'"
     );
     assert!(reasons[1].contains("not a TLS ClientHello"), "{reasons:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_the_proxies_do_not_serve_are_refused_by_protocol() {
+    let web = Web::plain("127.0.0.29", 0, b"raw\n".to_vec()).await;
+    let port = web.addr.port();
+    let lines = Lines::default();
+    let rules = format!("allow web.test:{port}\nresolve web.test:{port}:127.0.0.29");
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None).with_egress(egress(&rules, &[], &lines)));
+    // SOCKS: BIND and UDP ASSOCIATE are not served (7), an unlisted address is not allowed
+    // (2), a listed name is (0). HTTP: a Host header naming another host, an https:// URL.
+    let script = format!(
+        "{PY} -c '
+import socket, struct
+def socks(command, atyp, address):
+    s = socket.create_connection((\"127.0.0.1\", 1080))
+    s.sendall(b\"\\x05\\x01\\x00\")
+    assert s.recv(2) == b\"\\x05\\x00\"
+    s.sendall(bytes([5, command, 0, atyp]) + address + struct.pack(\">H\", {port}))
+    print(\"socks\", command, atyp, s.recv(10)[1])
+socks(2, 3, b\"\\x08web.test\")
+socks(3, 3, b\"\\x08web.test\")
+socks(1, 1, socket.inet_aton(\"127.0.0.29\"))
+socks(1, 3, b\"\\x08web.test\")
+def http(request):
+    s = socket.create_connection((\"127.0.0.1\", 3128))
+    s.sendall(request)
+    print(s.recv(200).split(b\"\\r\\n\")[0].decode())
+http(b\"GET http://web.test:{port}/ HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n\")
+http(b\"GET https://web.test:{port}/ HTTP/1.1\\r\\n\\r\\n\")
+http(b\"GET http://web.test:{port}/ HTTP/1.1\\r\\nHost: web.test:{port}\\r\\n\\r\\n\")'"
+    );
+    let done = run(&processes, shell("sh", &script, &ws.root))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.text(),
+        "socks 2 3 7\nsocks 3 3 7\nsocks 1 1 2\nsocks 1 3 0\n\
+         HTTP/1.1 400 Bad Request\nHTTP/1.1 400 Bad Request\nHTTP/1.1 200 OK\n"
+    );
+    assert_eq!(web.contacts(), 2);
+    assert_eq!(lines.egress().len(), 7);
+}
