@@ -51,8 +51,10 @@ impl Proxy {
         narrowing: EgressNarrowing,
         pid: u32,
     ) -> io::Result<Self> {
+        // A semaphore's permits, and all of them taken back at once (`close`), fit in a u32.
+        let max = policy.max_connections.min(u32::MAX as usize);
         let session = Arc::new(Session {
-            open: Arc::new(Semaphore::new(policy.max_connections)),
+            open: Arc::new(Semaphore::new(max)),
             left: AtomicU64::new(policy.max_bytes),
             policy,
             narrowing,
@@ -75,7 +77,7 @@ impl Proxy {
             tasks,
             cut,
             open: session.open.clone(),
-            max: session.policy.max_connections,
+            max,
         })
     }
 

@@ -273,7 +273,7 @@ fn in_range(addr: IpAddr, net: IpAddr, len: u8) -> bool {
 
 /// Ranges a name must not resolve into unless a rule lists them: the host's own and private
 /// networks, link-local (cloud metadata at 169.254.169.254 included), shared and
-/// unspecified addresses, multicast, and their IPv6 counterparts (`fd00:ec2::254`, the
+/// unspecified addresses, multicast, and their IPv6 counterparts and tunnels (`fd00:ec2::254`, the
 /// metadata address of some clouds, is unique-local).
 const SPECIAL: &[(&str, u8)] = &[
     ("0.0.0.0", 8),
@@ -290,6 +290,9 @@ const SPECIAL: &[(&str, u8)] = &[
     ("::", 128),
     ("::1", 128),
     ("64:ff9b::", 96),
+    // 6to4 and Teredo carry an IPv4 address inside: a relay could reach a private one.
+    ("2001::", 32),
+    ("2002::", 16),
     ("fc00::", 7),
     ("fe80::", 10),
     ("ff00::", 8),
