@@ -2,11 +2,9 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,6 +16,7 @@ use super::confine;
 use super::egress::Proxy;
 use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
+use super::prepare::{Slot, make_temp, validate};
 use super::run::{self, Wiring};
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
 use crate::error;
@@ -164,58 +163,6 @@ fn refuse_nested(sandbox: &Sandbox) -> io::Result<()> {
     Ok(())
 }
 
-/// A place among the processes running at once, given back when the process closes.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(running: &Arc<AtomicUsize>, max: usize) -> io::Result<Self> {
-        running
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map_err(|_| error::too_many_processes(max))?;
-        Ok(Self(running.clone()))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// A process's private temporary directory, removed when it closes.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        // std's removal does not follow links the process may have planted.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn validate(request: &ProcessRequest) -> io::Result<()> {
-    let Some(program) = request.argv.first() else {
-        return Err(error::empty_argv());
-    };
-    let strings = request.argv.iter().chain(&request.arg0);
-    if strings.clone().any(|s| s.contains('\0')) {
-        return Err(error::nul_in_argument());
-    }
-    for (name, value) in &request.env {
-        if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
-            return Err(error::malformed_environment());
-        }
-    }
-    if program.is_empty() {
-        return Err(error::empty_program_name());
-    }
-    if !program.contains('/') && !request.env.iter().any(|(name, _)| name == "PATH") {
-        return Err(error::no_path_to_search(program));
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl ExecutorProcesses for LocalProcesses {
     fn confinement(&self) -> Confinement {
@@ -320,7 +267,7 @@ impl ExecutorProcesses for LocalProcesses {
             command.env("HOME", home.path());
         }
         if egress.is_some() {
-            command.envs(proxy_environment());
+            command.envs(super::egress::environment());
         }
         match &pty {
             Some(pty) => {
@@ -374,22 +321,14 @@ impl ExecutorProcesses for LocalProcesses {
             .spawn()
             .map_err(|e| error::spawn_failed(&request.argv[0], &e))?;
         drop(command);
-        let proxy = match (proxy_end, egress) {
-            (Some(ours), Some(egress)) => {
-                let pid = child.id().unwrap_or(0);
-                let narrowing = request.egress.clone().unwrap_or_default();
-                let started = super::egress::receive_listeners(&ours)
-                    .and_then(|fds| Proxy::start(fds, egress, narrowing, pid));
-                match started {
-                    Ok(proxy) => Some(proxy),
-                    Err(e) => {
-                        let mut child = child;
-                        let _ = child.start_kill();
-                        return Err(e);
-                    }
-                }
+        let narrowing = request.egress.clone().unwrap_or_default();
+        let proxy = match Proxy::of_child(proxy_end, egress, narrowing, child.id().unwrap_or(0)) {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                let mut child = child;
+                let _ = child.start_kill();
+                return Err(e);
             }
-            _ => None,
         };
         let pid = child
             .id()
@@ -461,25 +400,6 @@ impl ExecutorProcesses for LocalProcesses {
     }
 }
 
-/// The variables that point a process's tools at its proxy, in both cases; `NO_PROXY` keeps
-/// them off the process's own loopback, which the proxy could not reach.
-fn proxy_environment() -> Vec<(String, String)> {
-    use super::egress::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
-    let http = format!("http://127.0.0.1:{HTTP_PROXY_PORT}");
-    let socks = format!("socks5h://127.0.0.1:{SOCKS_PROXY_PORT}");
-    let mut vars = Vec::new();
-    for (name, value) in [
-        ("HTTP_PROXY", &http),
-        ("HTTPS_PROXY", &http),
-        ("ALL_PROXY", &socks),
-        ("NO_PROXY", &"localhost,127.0.0.1,::1".to_string()),
-    ] {
-        vars.push((name.to_string(), value.clone()));
-        vars.push((name.to_ascii_lowercase(), value.clone()));
-    }
-    vars
-}
-
 /// The working directory opened through the sandbox: a directory under no root, or reached
 /// through a link that leads out of its root, is `PermissionDenied`.
 fn open_cwd(sandbox: &Sandbox, request: &ProcessRequest) -> io::Result<OwnedFd> {
@@ -494,14 +414,4 @@ fn open_cwd(sandbox: &Sandbox, request: &ProcessRequest) -> io::Result<OwnedFd> 
         .ok_or_else(|| crate::error::outside_roots(&request.cwd))?;
     let dir = root.dir().try_clone()?;
     Ok(dir.into_std_file().into())
-}
-
-fn make_temp(parent: &Path, policy: &ProcessPolicy) -> io::Result<TempDir> {
-    let path = parent.join(format!("capfs-process-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-    let temp = TempDir(path);
-    if let Some(run_as) = policy.run_as {
-        std::os::unix::fs::chown(&temp.0, Some(run_as.uid), Some(run_as.gid))?;
-    }
-    Ok(temp)
 }

@@ -27,6 +27,7 @@ mod listen;
 mod local;
 mod mounts;
 mod policy;
+mod prepare;
 mod pty;
 mod run;
 mod seccomp;

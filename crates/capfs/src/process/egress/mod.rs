@@ -27,7 +27,7 @@ use async_trait::async_trait;
 
 use crate::audit::AuditLog;
 
-pub(crate) use proxy::{Proxy, receive_listeners};
+pub(crate) use proxy::Proxy;
 pub use rules::HostRule;
 use rules::Target;
 
@@ -329,6 +329,24 @@ impl EgressPolicy {
         }
         Ok(kept)
     }
+}
+
+/// The variables that point a process's tools at its proxy, in both cases; `NO_PROXY` keeps
+/// them off the process's own loopback, which the proxy could not reach.
+pub(crate) fn environment() -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{HTTP_PROXY_PORT}");
+    let socks = format!("socks5h://127.0.0.1:{SOCKS_PROXY_PORT}");
+    let mut vars = Vec::new();
+    for (name, value) in [
+        ("HTTP_PROXY", &http),
+        ("HTTPS_PROXY", &http),
+        ("ALL_PROXY", &socks),
+        ("NO_PROXY", &"localhost,127.0.0.1,::1".to_string()),
+    ] {
+        vars.push((name.to_string(), value.clone()));
+        vars.push((name.to_ascii_lowercase(), value.clone()));
+    }
+    vars
 }
 
 #[cfg(test)]

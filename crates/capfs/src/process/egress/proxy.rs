@@ -13,11 +13,6 @@ use tokio::task::AbortHandle;
 use super::session::{Line, Session};
 use super::{EgressNarrowing, EgressPolicy};
 
-/// The listeners a child sent, HTTP then SOCKS.
-pub(crate) fn receive_listeners(channel: &OwnedFd) -> io::Result<[OwnedFd; 2]> {
-    crate::process::listen::receive(channel)
-}
-
 /// A process's running proxy; [`close`](Self::close) (or a drop) ends its listeners and cuts
 /// every connection.
 #[derive(Debug)]
@@ -79,6 +74,23 @@ impl Proxy {
             open: session.open.clone(),
             max,
         })
+    }
+
+    /// The proxy of a child just spawned with the starter's end of its channel, `ours`; `None`
+    /// without an egress policy.
+    pub(crate) fn of_child(
+        ours: Option<OwnedFd>,
+        policy: Option<Arc<EgressPolicy>>,
+        narrowing: EgressNarrowing,
+        pid: u32,
+    ) -> io::Result<Option<Self>> {
+        match (ours, policy) {
+            (Some(ours), Some(policy)) => {
+                let listeners = crate::process::listen::receive(&ours)?;
+                Self::start(listeners, policy, narrowing, pid).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Ends the listeners, cuts the connections and waits until each wrote its audit line.
