@@ -182,6 +182,22 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
             "managed\ncapfs egress: b.test:{port}: denied\ncapfs egress: c.test:{port}: not allowed\n"
         )
     );
+    // codex's limited mode: reading only, no tunnel.
+    let limited = serde_json::json!({"networkProxy": {"proxy": {"enabled": true,
+        "mode": "limited", "domains": {"a.test": "allow"}}}});
+    let reading = format!(
+        "curl -sS http://a.test:{port}/; curl -sS -X POST http://a.test:{port}/; \
+         curl -sS -x socks5h://127.0.0.1:1080 http://a.test:{port}/; echo socks rc=$?"
+    );
+    let reply = peer
+        .request("process/start", codex_start(&ws, "l", &reading, limited))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let told = until_closed(&mut peer, "l").await;
+    let out = String::from_utf8_lossy(&told.stdout);
+    assert!(out.starts_with("managed\n"), "{out}");
+    assert!(out.contains("reading only: plain-HTTP GET"), "{out}");
+    assert!(out.contains("socks rc=97"), "{out}");
     // Enforced with no proxy: no network at all. Transparent TCP: refused, not advertised.
     let closed = serde_json::json!({"enforceManagedNetwork": true});
     peer.request("process/start", codex_start(&ws, "n", &script, closed))

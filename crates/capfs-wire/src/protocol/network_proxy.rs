@@ -41,7 +41,7 @@ pub struct RemoteNetworkProxy {
     /// Any UNIX socket (refused when asked: capfs's processes have none of the host's).
     #[serde(default)]
     pub dangerously_allow_all_unix_sockets: bool,
-    /// `full`, or `limited` (only reading methods; refused: capfs cannot hold it in tunnels).
+    /// `full`, or `limited`: only plain-HTTP reading methods, no tunnel.
     #[serde(default)]
     pub mode: Option<String>,
     /// Domain patterns (`example.com`, `*.example.com`, `**.example.com`, `*`) with

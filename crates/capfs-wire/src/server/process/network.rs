@@ -51,9 +51,11 @@ pub(crate) fn narrowing(
     if unix || proxy.dangerously_allow_all_unix_sockets {
         return Err("UNIX sockets of the host are not served to processes".into());
     }
-    if proxy.mode.as_deref().is_some_and(|m| m != "full") {
-        return Err("only the managed network mode `full` is held".into());
-    }
+    let read_only = match proxy.mode.as_deref() {
+        None | Some("full") => false,
+        Some("limited") => true,
+        Some(other) => return Err(format!("the managed network mode {other:?} is not known")),
+    };
     if !proxy.enabled {
         return Ok(Some(nothing));
     }
@@ -77,10 +79,11 @@ pub(crate) fn narrowing(
             (other, _) => return Err(format!("{other:?} is not allow or deny")),
         }
     }
-    Ok(Some(EgressNarrowing::new(
-        (!everything).then_some(allow),
-        deny,
-    )))
+    let narrowing = EgressNarrowing::new((!everything).then_some(allow), deny);
+    Ok(Some(match read_only {
+        true => narrowing.read_only(),
+        false => narrowing,
+    }))
 }
 
 /// codex's domain pattern as host rules on every port: `**.x` is `x` and every name below it.
@@ -120,9 +123,16 @@ mod tests {
             narrowing(false, Some(&star), true).unwrap().unwrap().allow,
             None
         );
+        let limited = launch(serde_json::json!({"proxy": {"enabled": true, "mode": "limited"}}));
+        assert!(
+            narrowing(false, Some(&limited), true)
+                .unwrap()
+                .unwrap()
+                .read_only
+        );
         for refused in [
             serde_json::json!({"proxy": {"enabled": true}, "transparentTcp": true}),
-            serde_json::json!({"proxy": {"enabled": true, "mode": "limited"}}),
+            serde_json::json!({"proxy": {"enabled": true, "mode": "sideways"}}),
             serde_json::json!({"proxy": {"enabled": true, "enableSocks5Udp": true}}),
             serde_json::json!({"proxy": {"enabled": true, "unixSockets": {"/run/x": "allow"}}}),
             serde_json::json!({"proxy": {"enabled": true, "domains": {"a b": "deny"}}}),

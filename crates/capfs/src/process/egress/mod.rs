@@ -122,13 +122,26 @@ pub struct EgressNarrowing {
     pub allow: Option<Vec<HostRule>>,
     /// Destinations refused on top of the operator's.
     pub deny: Vec<HostRule>,
+    /// Reading only (codex's `limited` mode): plain-HTTP `GET`, `HEAD` and `OPTIONS`; no
+    /// tunnel (`CONNECT`, SOCKS), whose contents the proxy cannot see.
+    pub read_only: bool,
 }
 
 impl EgressNarrowing {
     /// Only what `allow` covers (everything the operator allows when `None`), and nothing
     /// `deny` covers.
     pub fn new(allow: Option<Vec<HostRule>>, deny: Vec<HostRule>) -> Self {
-        Self { allow, deny }
+        Self {
+            allow,
+            deny,
+            read_only: false,
+        }
+    }
+
+    /// The same, reading only.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
     }
 }
 

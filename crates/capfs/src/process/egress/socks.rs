@@ -40,6 +40,12 @@ pub(crate) async fn serve(mut client: TcpStream, session: &Session, line: &mut L
     };
     line.host = host;
     line.port = port;
+    if session.narrowing.read_only {
+        line.outcome = "refused";
+        line.reason = Some("reading only: no SOCKS tunnel".into());
+        let _ = client.write_all(&reply(NOT_ALLOWED)).await;
+        return;
+    }
     let upstream = match relay::open(session, line).await {
         Ok(upstream) => upstream,
         Err(not) => {

@@ -128,16 +128,16 @@ async fn pinned_names_are_the_operators_word_and_deny_wins() {
 #[tokio::test]
 async fn a_narrowing_only_takes_away() {
     let p = policy("allow public.test\nallow a.pypi.test");
-    let only_pypi = EgressNarrowing {
-        allow: Some(vec![HostRule::parse("*.pypi.test").expect("rule")]),
-        deny: Vec::new(),
-    };
+    let only_pypi = EgressNarrowing::new(
+        Some(vec![HostRule::parse("*.pypi.test").expect("rule")]),
+        Vec::new(),
+    );
     assert!(p.decide("a.pypi.test", 443, &only_pypi).await.is_ok());
     assert!(p.decide("public.test", 443, &only_pypi).await.is_err());
-    let wider = EgressNarrowing {
-        allow: Some(vec![HostRule::parse("private.test").expect("rule")]),
-        deny: vec![HostRule::parse("a.pypi.test").expect("rule")],
-    };
+    let wider = EgressNarrowing::new(
+        Some(vec![HostRule::parse("private.test").expect("rule")]),
+        vec![HostRule::parse("a.pypi.test").expect("rule")],
+    );
     assert!(p.decide("private.test", 443, &wider).await.is_err());
     assert!(p.decide("a.pypi.test", 443, &wider).await.is_err());
 }

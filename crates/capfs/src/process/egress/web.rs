@@ -39,6 +39,10 @@ pub(crate) async fn serve(mut client: TcpStream, session: &Session, line: &mut L
     };
     line.host = request.host.clone();
     line.port = request.port;
+    if session.narrowing.read_only && !request.reading {
+        let reason = "reading only: plain-HTTP GET, HEAD and OPTIONS".to_string();
+        return refuse(client, line, "403 Forbidden", reason).await;
+    }
     if request.tunnel {
         line.via = "connect";
         if !early.is_empty() {
@@ -124,6 +128,8 @@ async fn read_head(client: &mut TcpStream) -> Result<(String, Vec<u8>), String> 
 #[derive(Debug, PartialEq, Eq)]
 struct Request {
     tunnel: bool,
+    /// A plain `GET`, `HEAD` or `OPTIONS`.
+    reading: bool,
     host: String,
     port: u16,
     /// The head to pass on for a plain request, with its blank line.
@@ -147,6 +153,7 @@ impl Request {
             let (host, port) = host_port(target, None)?;
             return Ok(Self {
                 tunnel: true,
+                reading: false,
                 host,
                 port,
                 forwarded: String::new(),
@@ -185,6 +192,7 @@ impl Request {
         forwarded.push_str("Connection: close\r\n\r\n");
         Ok(Self {
             tunnel: false,
+            reading: ["GET", "HEAD", "OPTIONS"].contains(&method),
             host,
             port,
             forwarded,
