@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfs::Sandbox;
+use capfs::process::egress::EgressPolicy;
 use capfs::process::{Confinement, ExecutorProcesses, LocalProcesses, Network, ProcessPolicy};
 use capfs_wire::server::ServedProcesses;
 
@@ -54,6 +55,22 @@ pub struct ExecFlags {
         default_value_t = capfs_wire::server::DEFAULT_MAX_PROCESSES_PER_CONNECTION
     )]
     pub max_processes_per_connection: usize,
+    /// A host processes may reach through their proxy, `PATTERN[:PORT]` (repeatable): a name,
+    /// `*.suffix` (every name below it), an address or range (`10.0.0.0/8`, `[fd00::]/8`);
+    /// PORT a number or `*`, 80 and 443 when absent. Any allow turns egress on.
+    #[arg(long, value_name = "PATTERN[:PORT]", requires = "exec")]
+    pub exec_allow_host: Vec<String>,
+    /// A host refused whatever allows it, as for --exec-allow-host (repeatable).
+    #[arg(long, value_name = "PATTERN[:PORT]", requires = "exec")]
+    pub exec_deny_host: Vec<String>,
+    /// Answer NAME with ADDR for processes' connections, as curl's --resolve (repeatable;
+    /// PORT may be `*`): the operator's own address, no range refused for it.
+    #[arg(long, value_name = "NAME:PORT:ADDR", requires = "exec")]
+    pub exec_resolve: Vec<String>,
+    /// A file of egress directives, one a line: `allow PATTERN[:PORT]`, `deny PATTERN[:PORT]`,
+    /// `resolve NAME:PORT:ADDR`; `#` starts a comment line.
+    #[arg(long, value_name = "FILE", requires = "exec")]
+    pub exec_network_policy: Option<PathBuf>,
     /// Run processes without any confinement: they reach everything this server reaches.
     /// Only for measurements against an unconfined baseline.
     #[arg(long, requires = "exec")]
@@ -72,13 +89,18 @@ pub fn parse_user(text: &str) -> Result<(u32, u32), String> {
 }
 
 impl ExecFlags {
-    /// The processes to serve over `sandbox` (the same roots as the file system), if `--exec`.
+    /// The processes to serve over `sandbox` (the same roots as the file system), if `--exec`,
+    /// with `egress` ([`ExecFlags::egress`]) when it allows anything.
     ///
     /// # Errors
     ///
     /// A usage failure when processes cannot be confined as asked (no Landlock, nested roots),
     /// naming why.
-    pub fn processes(&self, sandbox: Sandbox) -> Result<Option<ServedProcesses>, Failure> {
+    pub fn processes(
+        &self,
+        sandbox: Sandbox,
+        egress: Option<EgressPolicy>,
+    ) -> Result<Option<ServedProcesses>, Failure> {
         if !self.exec {
             return Ok(None);
         }
@@ -101,6 +123,9 @@ impl ExecFlags {
         if self.exec_unconfined {
             policy = policy.unconfined();
         }
+        if let Some(egress) = egress {
+            policy = policy.with_egress(egress);
+        }
         // The server already acts as the one unprivileged user (identity.rs): its processes
         // run as that user, with no change of identity of their own.
         let local = LocalProcesses::new(sandbox, policy)
@@ -116,6 +141,49 @@ impl ExecFlags {
             _ => {}
         }
         Ok(Some(ServedProcesses(Arc::new(local))))
+    }
+}
+
+impl ExecFlags {
+    /// The egress policy of the flags and the policy file; `None` when it allows nothing.
+    ///
+    /// # Errors
+    ///
+    /// A usage failure for a malformed pattern or entry, an unreadable file, or an allow
+    /// with a network that is not `none`.
+    pub fn egress(&self) -> Result<Option<EgressPolicy>, Failure> {
+        let mut egress = EgressPolicy::default();
+        if let Some(path) = &self.exec_network_policy {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::at("cannot read", &path.to_string_lossy(), &e))?;
+            egress = egress.with_directives(&text).map_err(|e| {
+                Failure::usage(format!("--exec-network-policy {}: {e}", path.display()))
+            })?;
+        }
+        let flag =
+            |name: &'static str| move |e: std::io::Error| Failure::usage(format!("--{name}: {e}"));
+        for rule in &self.exec_allow_host {
+            egress = egress.allow(rule).map_err(flag("exec-allow-host"))?;
+        }
+        for rule in &self.exec_deny_host {
+            egress = egress.deny(rule).map_err(flag("exec-deny-host"))?;
+        }
+        for entry in &self.exec_resolve {
+            egress = egress.resolve(entry).map_err(flag("exec-resolve"))?;
+        }
+        if !egress.is_on() {
+            return Ok(None);
+        }
+        match self.exec_network {
+            ExecNetwork::None => {}
+            ExecNetwork::Loopback | ExecNetwork::All => {
+                return Err(Failure::usage(
+                    "allowed hosts (--exec-allow-host, --exec-network-policy) reach the network \
+                     through capfs's proxy only: not with --exec-network all or loopback",
+                ));
+            }
+        }
+        Ok(Some(egress))
     }
 }
 

@@ -72,7 +72,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         if let Command::Serve(args) = cli.command {
-            return serve(args).await;
+            return serve(*args).await;
         }
         if let Command::Exec(args) = cli.command {
             return exec::run(&cli.target, args).await;
@@ -301,6 +301,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::usage(format!("--listen: {}", fail::reason(&e, ""))))?
     };
     identity::set_umask(args.umask);
+    let egress = args.exec.egress()?;
     let roots = open::flag_roots(&args.root, &args.read_only);
     let sandbox = open::sandbox(&roots)?;
     let acting = identity::choose(args.user, &sandbox, args.exec.exec)?;
@@ -354,9 +355,15 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     // Everything that needs root is done by now; from here on the server is the one identity
     // everything an agent causes acts as, and its processes are made as that identity.
+    // Read while the server may still be root; every line an egress proxy writes goes to the
+    // audit log.
+    let egress = egress.map(|e| match &config.audit {
+        Some(audit) => e.with_audit(audit.clone()),
+        None => e,
+    });
     let became = || -> Result<_, Failure> {
         identity::become_and_check(acting, &served)?;
-        args.exec.processes(open::sandbox(&roots)?)
+        args.exec.processes(open::sandbox(&roots)?, egress.clone())
     };
     if stdio {
         config.processes = became()?;

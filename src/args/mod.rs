@@ -42,7 +42,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve the sandbox roots over WebSocket; prints the URL as the first line on stdout
     /// (with `--listen stdio`, serves one connection on stdin/stdout and prints nothing else).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve the file tools of MCP clients (those of the reference filesystem server) on
     /// stdin/stdout, confined to the roots (`capfs mcp DIR...`, --root, --read-only) or served
     /// by a capfs server (--remote, --remote-command).

@@ -39,7 +39,7 @@
 //! - `process_wire`, `process_sessions`: the process methods on the wire over a test double
 //!   of the process trait (`process_double`): order, input, bounds, sessions, policy, audit;
 //!   `process_serve`, `process_cli`: through `capfs serve --exec`, `capfs exec` and
-//!   `RemoteProcesses`;
+//!   `RemoteProcesses`; `process_egress`: the egress flags of `capfs serve`;
 //! - `processes`: `LocalProcesses` (runs as root: an unprivileged user, cgroups): the shared
 //!   escape table, and the bounds a shell command cannot show;
 //! - `ranges`: `read_file_range`, locally and as `capfs/readFileRange`.
@@ -75,6 +75,7 @@ mod outgoing;
 mod params;
 mod process_cli;
 mod process_double;
+mod process_egress;
 mod process_read_only;
 mod process_serve;
 mod process_sessions;

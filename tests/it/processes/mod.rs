@@ -5,6 +5,9 @@
 //! refusals).
 
 mod bounds;
+mod egress;
+
+pub(crate) use egress::web as egress_web;
 mod escapes;
 mod read_only;
 mod session;

@@ -21,6 +21,7 @@ mod walk;
 mod wire_path;
 
 pub mod codex;
+pub mod network_proxy;
 pub mod process;
 pub mod uri;
 

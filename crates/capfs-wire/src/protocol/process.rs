@@ -55,8 +55,9 @@ pub struct EnvPolicy {
 }
 
 /// Params of `process/start`. Members codex sends that capfs does not act on (`metadata`,
-/// `enforceManagedNetwork`, `managedNetwork`) are accepted and ignored: the network a process
-/// gets is the server's policy.
+/// `managedNetwork`) are accepted and ignored. `enforceManagedNetwork` and `networkProxy`
+/// (codex's managed network) narrow the server's egress policy for the process; a server that
+/// cannot hold them refuses the start.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -85,6 +86,13 @@ pub struct StartParams {
     /// The turn's sandbox policy, as in the file-system methods: it narrows the roots.
     #[serde(default)]
     pub sandbox: Option<Value>,
+    /// The process's network must be held to codex's managed network: with no
+    /// `networkProxy`, no network at all.
+    #[serde(default)]
+    pub enforce_managed_network: bool,
+    /// codex's managed network for the process (an executor-local proxy's configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_proxy: Option<super::network_proxy::NetworkProxyLaunch>,
 }
 
 /// The result of `process/start`.
@@ -267,4 +275,8 @@ pub struct ProcessesInfo {
     /// The mechanisms that confine processes, `none: ...` when the operator turned them off,
     /// or `refused: ...` with why processes are refused.
     pub confinement: String,
+    /// A client's managed network (`networkProxy`) can be held: processes reach the network
+    /// only through capfs's egress proxy, or not at all.
+    #[serde(default)]
+    pub managed_network: bool,
 }

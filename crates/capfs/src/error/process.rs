@@ -143,3 +143,11 @@ pub(crate) fn home_unmade(parent: &Path, err: &io::Error) -> io::Error {
         ),
     )
 }
+
+pub(crate) fn egress_with_host_network() -> io::Error {
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        "an egress policy (allowed hosts) holds only for processes without the host's network: \
+         not with network all",
+    )
+}

@@ -11,6 +11,7 @@ use rustix::process::{Gid, Resource, Rlimit, Uid};
 use rustix::thread::UnshareFlags;
 
 use super::init;
+use super::listen::ProxyChannel;
 use super::mounts::Mounts;
 use super::policy::{Network, RunAs};
 
@@ -37,6 +38,9 @@ pub(crate) struct ChildSetup {
     pub proc_rule: Option<OwnedFd>,
     /// The netlink request that sets `lo` up in the new network namespace.
     pub loopback_up: Option<[u8; LOOPBACK_UP_LEN]>,
+    /// The channel the proxy's listeners go back on, made in the network namespace once `lo`
+    /// is up.
+    pub proxy: Option<ProxyChannel>,
     /// The limits to set.
     pub limits: [(Resource, u64); 3],
     /// The identity to drop to (the starter is root).
@@ -162,6 +166,9 @@ impl ChildSetup {
         if let Some(request) = &self.loopback_up {
             bring_loopback_up(request)?;
         }
+        if let Some(channel) = &self.proxy {
+            channel.send_listeners()?;
+        }
         for (resource, limit) in self.limits {
             rustix::process::setrlimit(
                 resource,
@@ -280,7 +287,8 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // filled, write to a descriptor opened by the parent, unshare, socket, send and recv on
     // the stack, mount (propagation, a new procfs), openat2 and fstat on paths the parent
     // prepared, open_tree, mount_setattr on a `mount_attr` on the stack, move_mount,
-    // setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
+    // socket, bind and listen of the proxy's two listeners and a sendmsg of them from a
+    // control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
     // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
     // parent built, close_range, and in `init.rs` pipe2, fork by the raw clone call,
     // sigaction, waitpid, read, kill, _exit) through rustix, the landlock and seccompiler

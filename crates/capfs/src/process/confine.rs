@@ -8,8 +8,8 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
 use super::policy::Network;
@@ -51,6 +51,9 @@ pub(crate) const SYSTEM_READ: &[&str] = &[
     "/etc/inputrc",
     "/etc/terminfo",
     "/etc/ssl/certs",
+    // What the system is (pip reads it for its user agent); no secret.
+    "/etc/debian_version",
+    "/etc/os-release",
 ];
 
 /// Devices a process may open for reading and writing.
@@ -75,6 +78,9 @@ pub(crate) struct Reach<'a> {
     pub read_only: &'a [PathBuf],
     /// The network policy.
     pub network: Network,
+    /// The process reaches the network through its egress proxy: TCP is handled as for
+    /// [`Network::None`], and connecting to the proxy's two ports is all that is granted.
+    pub proxy: bool,
 }
 
 /// Fails unless the kernel enforces [`REQUIRED_ABI`] and, for `network`, its TCP rules.
@@ -101,13 +107,28 @@ pub(crate) fn ruleset(reach: &Reach<'_>) -> io::Result<RulesetCreated> {
         .handle_access(all)
         .map_err(refused)?
         .set_compatibility(CompatLevel::HardRequirement);
-    let ruleset = handled_network(ruleset, reach.network)
+    let network = if reach.proxy {
+        Network::None
+    } else {
+        reach.network
+    };
+    let ruleset = handled_network(ruleset, network)
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(Ruleset::create)
         .map_err(refused)?
         // Rights a path cannot carry (directory rights on a file) are dropped from its rule.
         .set_compatibility(CompatLevel::BestEffort);
     let mut ruleset = ruleset;
+    if reach.proxy {
+        for port in [
+            super::egress::HTTP_PROXY_PORT,
+            super::egress::SOCKS_PROXY_PORT,
+        ] {
+            ruleset = ruleset
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(refused)?;
+        }
+    }
     for root in reach.roots {
         let access = match root.access() {
             Access::ReadWrite => all,

@@ -2,11 +2,9 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,8 +13,10 @@ use rustix::process::{PidfdFlags, Resource};
 use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
 use super::confine;
+use super::egress::Proxy;
 use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
+use super::prepare::{Slot, make_temp, validate};
 use super::run::{self, Wiring};
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
 use crate::error;
@@ -102,6 +102,9 @@ impl LocalProcesses {
         let confinement = if policy.unconfined {
             Confinement::Unconfined
         } else {
+            if policy.egress.is_some() && policy.network == Network::All {
+                return Err(error::egress_with_host_network());
+            }
             if as_root && policy.run_as.is_none() {
                 return Err(error::root_needs_run_as());
             }
@@ -132,6 +135,9 @@ impl LocalProcesses {
 
 fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     let network = match policy.network {
+        _ if policy.egress.is_some() => {
+            "egress by name only (own namespace, tcp to its proxy only, no unix sockets)"
+        }
         Network::None => "no network (own namespace, tcp refused, no unix sockets)",
         Network::Loopback => "own loopback only (own namespace, no unix sockets)",
         Network::All => "host network",
@@ -151,58 +157,6 @@ fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     format!(
         "landlock (fs, tcp, signal and abstract socket scopes); {network}; {mounts}; tasks bounded by {tasks}; {user}; no_new_privs"
     )
-}
-
-/// A place among the processes running at once, given back when the process closes.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(running: &Arc<AtomicUsize>, max: usize) -> io::Result<Self> {
-        running
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map_err(|_| error::too_many_processes(max))?;
-        Ok(Self(running.clone()))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// A process's private temporary directory, removed when it closes.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        // std's removal does not follow links the process may have planted.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn validate(request: &ProcessRequest) -> io::Result<()> {
-    let Some(program) = request.argv.first() else {
-        return Err(error::empty_argv());
-    };
-    let strings = request.argv.iter().chain(&request.arg0);
-    if strings.clone().any(|s| s.contains('\0')) {
-        return Err(error::nul_in_argument());
-    }
-    for (name, value) in &request.env {
-        if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
-            return Err(error::malformed_environment());
-        }
-    }
-    if program.is_empty() {
-        return Err(error::empty_program_name());
-    }
-    if !program.contains('/') && !request.env.iter().any(|(name, _)| name == "PATH") {
-        return Err(error::no_path_to_search(program));
-    }
-    Ok(())
 }
 
 #[async_trait]
@@ -249,6 +203,14 @@ impl ExecutorProcesses for LocalProcesses {
         };
         let cwd = open_cwd(sandbox, &request)?;
         let policy = &inner.policy;
+        let egress = policy.egress.clone().filter(|_| !policy.unconfined);
+        let (proxy_end, proxy_channel) = match &egress {
+            Some(_) => {
+                let (ours, theirs) = super::listen::channel()?;
+                (Some(ours), Some(theirs))
+            }
+            None => (None, None),
+        };
         let temp = make_temp(&policy.temp_parent, policy)?;
         let temp_dir = std::fs::File::open(&temp.0)?;
         let home = request.home.as_deref();
@@ -278,6 +240,7 @@ impl ExecutorProcesses for LocalProcesses {
                 home: home.map(|h| h.dir() as &dyn AsFd),
                 read_only: &policy.read_only_paths,
                 network: policy.network,
+                proxy: egress.is_some(),
             })?),
         };
         // The `/proc` of the process's PID namespace exists only once the child mounted it:
@@ -305,6 +268,9 @@ impl ExecutorProcesses for LocalProcesses {
         command.env("TMPDIR", &temp.0);
         if let Some(home) = home {
             command.env("HOME", home.path());
+        }
+        if egress.is_some() {
+            command.envs(super::egress::environment());
         }
         match &pty {
             Some(pty) => {
@@ -340,8 +306,10 @@ impl ExecutorProcesses for LocalProcesses {
                 id_maps: (confined && !inner.as_root).then(child::IdMaps::of_current),
                 mounts,
                 proc_rule,
-                loopback_up: (confined && policy.network == Network::Loopback)
-                    .then(child::loopback_up_request),
+                loopback_up: (confined
+                    && (policy.network == Network::Loopback || egress.is_some()))
+                .then(child::loopback_up_request),
+                proxy: proxy_channel,
                 limits: [
                     (Resource::Core, 0),
                     (Resource::Fsize, policy.file_size_limit),
@@ -356,6 +324,15 @@ impl ExecutorProcesses for LocalProcesses {
             .spawn()
             .map_err(|e| error::spawn_failed(&request.argv[0], &e))?;
         drop(command);
+        let narrowing = request.egress.clone().unwrap_or_default();
+        let proxy = match Proxy::of_child(proxy_end, egress, narrowing, child.id().unwrap_or(0)) {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                let mut child = child;
+                let _ = child.start_kill();
+                return Err(e);
+            }
+        };
         let pid = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id as i32));
@@ -385,7 +362,10 @@ impl ExecutorProcesses for LocalProcesses {
                     cgroup,
                     wiring,
                     policy.time_limit,
-                    Box::new((slot, temp, request.home.clone())),
+                    run::Held {
+                        things: Box::new((slot, temp, request.home.clone())),
+                        proxy,
+                    },
                 );
             }
         };
@@ -396,12 +376,20 @@ impl ExecutorProcesses for LocalProcesses {
             cgroup,
             wiring,
             policy.time_limit,
-            Box::new((slot, temp, request.home.clone())),
+            run::Held {
+                things: Box::new((slot, temp, request.home.clone())),
+                proxy,
+            },
         )
     }
 
     fn time_limit(&self) -> Option<Duration> {
         self.inner.policy.time_limit
+    }
+
+    fn holds_egress_narrowing(&self) -> bool {
+        let policy = &self.inner.policy;
+        !policy.unconfined && policy.network != Network::All
     }
 
     fn new_home(&self) -> io::Result<Option<super::Home>> {
@@ -429,14 +417,4 @@ fn open_cwd(sandbox: &Sandbox, request: &ProcessRequest) -> io::Result<OwnedFd> 
         .ok_or_else(|| crate::error::outside_roots(&request.cwd))?;
     let dir = root.dir().try_clone()?;
     Ok(dir.into_std_file().into())
-}
-
-fn make_temp(parent: &Path, policy: &ProcessPolicy) -> io::Result<TempDir> {
-    let path = parent.join(format!("capfs-process-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-    let temp = TempDir(path);
-    if let Some(run_as) = policy.run_as {
-        std::os::unix::fs::chown(&temp.0, Some(run_as.uid), Some(run_as.gid))?;
-    }
-    Ok(temp)
 }

@@ -20,11 +20,14 @@ use crate::{AbsolutePathBuf, Access};
 mod cgroup;
 mod child;
 mod confine;
+pub mod egress;
 mod home;
 mod init;
+mod listen;
 mod local;
 mod mounts;
 mod policy;
+mod prepare;
 mod pty;
 mod run;
 mod seccomp;
@@ -60,6 +63,9 @@ pub struct ProcessRequest {
     /// The private home of the process's session ([`ExecutorProcesses::new_home`]): its
     /// `HOME`, writable, whatever `env` says. Without one, `HOME` is what `env` says.
     pub home: Option<std::sync::Arc<Home>>,
+    /// Narrows the implementation's egress policy for this process (a client's managed
+    /// network): never widens it.
+    pub egress: Option<egress::EgressNarrowing>,
 }
 
 impl ProcessRequest {
@@ -74,6 +80,7 @@ impl ProcessRequest {
             pipe_stdin: false,
             narrowing: None,
             home: None,
+            egress: None,
         }
     }
 }
@@ -239,6 +246,13 @@ pub trait ExecutorProcesses: Send + Sync {
     /// The longest a process may run before it is ended, if bounded.
     fn time_limit(&self) -> Option<Duration> {
         None
+    }
+
+    /// Whether a request's [`egress`](ProcessRequest::egress) narrowing is held: processes
+    /// reach the network only through an egress policy's proxy, or not at all. Never for
+    /// processes with the host's network or unconfined ones.
+    fn holds_egress_narrowing(&self) -> bool {
+        false
     }
 
     /// A new private home for the processes of one session, outside the roots, removed once

@@ -2,6 +2,9 @@
 //! the user they run as, their bounds.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::egress::EgressPolicy;
 use std::time::Duration;
 
 /// What a process may reach on the network.
@@ -57,6 +60,7 @@ pub struct ProcessPolicy {
     pub(crate) read_only_paths: Vec<PathBuf>,
     pub(crate) temp_parent: PathBuf,
     pub(crate) home_parent: PathBuf,
+    pub(crate) egress: Option<Arc<EgressPolicy>>,
 }
 
 impl Default for ProcessPolicy {
@@ -72,6 +76,7 @@ impl Default for ProcessPolicy {
             read_only_paths: Vec::new(),
             temp_parent: std::env::temp_dir(),
             home_parent: std::env::temp_dir(),
+            egress: None,
         }
     }
 }
@@ -141,6 +146,20 @@ impl ProcessPolicy {
     pub fn with_home_parent(mut self, dir: impl Into<PathBuf>) -> Self {
         self.home_parent = dir.into();
         self
+    }
+
+    /// Lets processes reach the hosts `egress` allows, through a proxy of capfs's own that
+    /// each process reaches on its own loopback (`HTTP_PROXY` and the rest are set for it);
+    /// nothing else of the network. A policy that allows nothing changes nothing. Not with
+    /// [`Network::All`] (`LocalProcesses::new` refuses the two together).
+    pub fn with_egress(mut self, egress: EgressPolicy) -> Self {
+        self.egress = egress.is_on().then(|| Arc::new(egress));
+        self
+    }
+
+    /// The egress policy, when one allows anything.
+    pub fn egress(&self) -> Option<&EgressPolicy> {
+        self.egress.as_deref()
     }
 
     /// The network policy.

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error;
 
 use super::cgroup::Cgroup;
+use super::egress::Proxy;
 use super::{
     OutputStream, PROCESS_EVENT_QUEUE, ProcessControl, ProcessEvent, ProcessExit, StartedProcess,
     TerminalSize,
@@ -25,8 +26,12 @@ use super::{
 /// The largest output chunk an event carries.
 pub(crate) const OUTPUT_CHUNK: usize = 64 * 1024;
 
-/// What a process holds until it closes; dropped (and so released) after `Closed`.
-pub(crate) type Held = Box<dyn std::any::Any + Send>;
+/// What a process holds until it closes: released before `Closed`, its egress proxy (if any)
+/// first, once each of its connections wrote its audit line.
+pub(crate) struct Held {
+    pub(crate) things: Box<dyn std::any::Any + Send>,
+    pub(crate) proxy: Option<Proxy>,
+}
 
 /// How the process's output and input are connected.
 pub(crate) enum Wiring {
@@ -267,6 +272,11 @@ pub(crate) fn launch(
         for reader in readers {
             let _ = reader.await;
         }
+        // Its connections out are cut, each with its audit line written, before it closes.
+        let Held { things, proxy } = held;
+        if let Some(proxy) = proxy {
+            proxy.close().await;
+        }
         // Closed means nothing of the process is left: its cgroup, its temporary directory
         // and its place among the running are given back first, off this task's thread
         // (the cgroup waits for its last tasks to leave, the directory may be large).
@@ -275,7 +285,7 @@ pub(crate) fn launch(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let _ = tokio::task::spawn_blocking(move || drop((held, cgroup))).await;
+        let _ = tokio::task::spawn_blocking(move || drop((things, cgroup))).await;
         let _ = sender.send(ProcessEvent::Closed).await;
     });
     Ok(StartedProcess::new(pid, control, events))

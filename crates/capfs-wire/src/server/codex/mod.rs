@@ -35,6 +35,7 @@ const CAPABILITIES: &[(&str, bool)] = &[
     ("fsWatchMissing", true),
     ("capabilityDiscoverySandbox", false),
     ("capabilityDiscoveryV2", false),
+    // Served when processes' network is held (`ProcessesInfo::managed_network`).
     ("networkProxyLaunch", false),
     ("networkProxyReviewDomains", false),
     ("credentialMasking", false),
@@ -69,7 +70,14 @@ pub(crate) fn environment_info(
         temporary_directories: Vec::new(),
         capabilities: CAPABILITIES
             .iter()
-            .map(|(name, served)| ((*name).to_string(), *served))
+            .map(|(name, served)| {
+                // codex sends its managed network only to an executor that says it holds it.
+                let served = match *name {
+                    "networkProxyLaunch" => processes.as_ref().is_some_and(|p| p.managed_network),
+                    _ => *served,
+                };
+                ((*name).to_string(), served)
+            })
             .collect::<BTreeMap<_, _>>(),
         processes,
     }

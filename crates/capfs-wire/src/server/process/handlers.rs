@@ -113,6 +113,12 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
     }
     let cwd = path_of_uri(&p.cwd)?;
     let narrowing = narrowing(attached, fs, p.sandbox.as_ref())?;
+    let egress = super::network::narrowing(
+        p.enforce_managed_network,
+        p.network_proxy.as_ref(),
+        attached.server.imp.holds_egress_narrowing(),
+    )
+    .map_err(|m| invalid_input(INVALID_PARAMS, format!("managed network: {m}")))?;
     let base = super::env::base(&cwd.to_string(), p.tty);
     let env = super::env::build(p.env_policy.as_ref(), &p.env, base)
         .map_err(|m| invalid_input(INVALID_PARAMS, m))?;
@@ -154,6 +160,7 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
     request.tty = p.tty.then(TerminalSize::default);
     request.pipe_stdin = p.pipe_stdin;
     request.narrowing = narrowing.clone();
+    request.egress = egress;
     let mut log = ProcessLog {
         audit: server.audit.clone(),
         connection: attached.connection,

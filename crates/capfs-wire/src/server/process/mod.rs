@@ -15,6 +15,7 @@ mod audit;
 pub(crate) mod env;
 pub(crate) mod handlers;
 mod kept;
+mod network;
 mod pump;
 pub(crate) mod table;
 

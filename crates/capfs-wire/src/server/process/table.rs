@@ -130,6 +130,7 @@ pub(crate) fn info(imp: &dyn ExecutorProcesses) -> ProcessesInfo {
     ProcessesInfo {
         served,
         confinement,
+        managed_network: served && imp.holds_egress_narrowing(),
     }
 }
 
