@@ -78,7 +78,7 @@ fn main() -> ExitCode {
             return exec::run(&cli.target, args).await;
         }
         if let Command::Mcp(args) = cli.command {
-            return mcp::run(args).await;
+            return mcp::run(*args).await;
         }
         // Dropping the command's future on a signal removes its temporary files and ends a
         // remote command's process group.

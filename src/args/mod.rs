@@ -46,7 +46,7 @@ pub enum Command {
     /// Serve the file tools of MCP clients (those of the reference filesystem server) on
     /// stdin/stdout, confined to the roots (`capfs mcp DIR...`, --root, --read-only) or served
     /// by a capfs server (--remote, --remote-command).
-    Mcp(McpArgs),
+    Mcp(Box<McpArgs>),
     /// Run one command in the sandbox, like `ssh host cmd`: through a server's processes
     /// (--remote, `capfs serve --exec`) or confined here to --root; its exit status is the
     /// command's.
