@@ -193,20 +193,35 @@ pub(crate) fn rerun_unprivileged(test: &str, marker: &str) {
     let reachable = tempfile::tempdir().unwrap();
     std::fs::set_permissions(reachable.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let copy = reachable.path().join("it");
-    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let output = std::process::Command::new("setpriv")
-        .args([
-            &format!("--reuid={EXEC_UID}"),
-            &format!("--regid={EXEC_UID}"),
-            "--clear-groups",
-        ])
-        .arg(&copy)
-        .args([test, "--exact", "--nocapture"])
-        .env(marker, "1")
-        .current_dir("/")
-        .output()
-        .unwrap();
+    // A second link to the same file, never open for writing; a copy where links cannot be made
+    // (another file system), whose descriptor a process forked meanwhile by another test may
+    // hold for an instant ("Text file busy"), so its start is tried again a bounded few times.
+    let current = std::env::current_exe().unwrap();
+    if std::fs::hard_link(&current, &copy).is_err() {
+        std::fs::copy(&current, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = || {
+        std::process::Command::new("setpriv")
+            .args([
+                &format!("--reuid={EXEC_UID}"),
+                &format!("--regid={EXEC_UID}"),
+                "--clear-groups",
+            ])
+            .arg(&copy)
+            .args([test, "--exact", "--nocapture"])
+            .env(marker, "1")
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let mut output = run();
+    for _ in 0..20 {
+        if !String::from_utf8_lossy(&output.stderr).contains("Text file busy") {
+            break;
+        }
+        output = run();
+    }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}{stderr}");
