@@ -197,15 +197,7 @@ async fn processes_run_as_the_same_user_see_no_host_process_and_share_a_private_
         return;
     }
     let (_dir, ws) = owned_workspace(NOBODY);
-    let args = [
-        "--root".as_ref(),
-        ws.as_os_str(),
-        "--exec".as_ref(),
-        "--user".as_ref(),
-        "65534:65534".as_ref(),
-    ];
-    let server = ServerProcess::start_with(&args, &[]).await;
-    let mut peer = Peer::ready(&server.url).await;
+    let (server, mut peer) = serve_processes(&ws).await;
     let script = "echo pid=$$; ls /proc | grep -c '^[0-9]'; id -u; echo home=$HOME; \
                   echo kept > $HOME/.profile-of-agent; echo shell > made.txt";
     let first = run(&mut peer, &ws, "one", script).await;
@@ -245,15 +237,7 @@ async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_proce
         return;
     }
     let (_dir, ws) = owned_workspace(NOBODY);
-    let args = [
-        "--root".as_ref(),
-        ws.as_os_str(),
-        "--exec".as_ref(),
-        "--user".as_ref(),
-        "65534:65534".as_ref(),
-    ];
-    let server = ServerProcess::start_with(&args, &[]).await;
-    let mut peer = Peer::ready(&server.url).await;
+    let (server, mut peer) = serve_processes(&ws).await;
     // Past the task bound (256 by default) forks fail; perl counts what it started and waits.
     let mark = format!("6{}", std::process::id());
     let bomb = format!(
@@ -299,6 +283,20 @@ async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_proce
     until_closed(&mut peer, "bomb").await;
     assert_eq!(sleepers(), 0, "the bomb's tree outlived it");
     server.stop().await;
+}
+
+/// `capfs serve --exec --user 65534:65534` on `ws`, and a peer of it.
+async fn serve_processes(ws: &Path) -> (ServerProcess, Peer) {
+    let args = [
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--exec".as_ref(),
+        "--user".as_ref(),
+        "65534:65534".as_ref(),
+    ];
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let peer = Peer::ready(&server.url).await;
+    (server, peer)
 }
 
 async fn run(peer: &mut Peer, ws: &Path, id: &str, script: &str) -> String {
