@@ -20,11 +20,9 @@ export function tempDir(prefix) {
   return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `capfs-mcp-${prefix}-`)));
 }
 
-/** Connects the SDK client to a server command; returns { client, close, stderr }. */
-export async function connect(command, args, { roots } = {}) {
-  const transport = new StdioClientTransport({ command, args, stderr: "pipe" });
-  let stderr = "";
-  transport.stderr?.on("data", (chunk) => { stderr += chunk; });
+/** The SDK client connected over `transport`, answering `roots/list` with `roots.current`
+ *  when `roots` is given. */
+async function clientOn(transport, roots) {
   const capabilities = roots ? { roots: { listChanged: true } } : {};
   const client = new Client({ name: "capfs-mcp-tests", version: "1.0.0" }, { capabilities });
   if (roots) {
@@ -32,6 +30,15 @@ export async function connect(command, args, { roots } = {}) {
     client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: roots.current }));
   }
   await client.connect(transport);
+  return client;
+}
+
+/** Connects the SDK client to a server command; returns { client, close, stderr }. */
+export async function connect(command, args, { roots } = {}) {
+  const transport = new StdioClientTransport({ command, args, stderr: "pipe" });
+  let stderr = "";
+  transport.stderr?.on("data", (chunk) => { stderr += chunk; });
+  const client = await clientOn(transport, roots);
   return { client, close: () => client.close(), stderr: () => stderr };
 }
 
@@ -165,13 +172,7 @@ export async function connectHttp(url, token, { roots, headers = {} } = {}) {
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${token}`, ...headers } },
   });
-  const capabilities = roots ? { roots: { listChanged: true } } : {};
-  const client = new Client({ name: "capfs-mcp-tests", version: "1.0.0" }, { capabilities });
-  if (roots) {
-    const { ListRootsRequestSchema } = await import("@modelcontextprotocol/sdk/types.js");
-    client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: roots.current }));
-  }
-  await client.connect(transport);
+  const client = await clientOn(transport, roots);
   return { client, transport, close: () => client.close() };
 }
 

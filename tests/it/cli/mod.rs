@@ -137,7 +137,8 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
+/// The names in `dir`, sorted.
+pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -31,15 +31,6 @@ async fn half_a_put(peer: &mut RawPeer, path: &str, root: &str) {
     assert!(reply.get("result").is_some(), "{reply}");
 }
 
-fn names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_finishes_a_streamed_write_and_closes_with_1001() {
     let (_dir, ws) = workspace();
@@ -80,7 +71,7 @@ async fn a_drain_finishes_a_streamed_write_and_closes_with_1001() {
     assert_eq!(close.code, CloseCode::Away);
     assert_eq!(close.reason.as_str(), "server shutting down");
     assert!(server.exited().await.success());
-    assert_eq!(names(&ws), ["put"]);
+    assert_eq!(crate::cli::names_in(&ws), ["put"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +96,7 @@ async fn a_second_signal_cuts_the_drain_and_leaves_no_partial_file() {
     let status = server.exited().await;
     assert!(!status.success(), "{status}");
     assert_eq!(std::fs::read(ws.join("put")).unwrap(), b"old");
-    assert_eq!(names(&ws), ["put"]);
+    assert_eq!(crate::cli::names_in(&ws), ["put"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,12 +83,7 @@ impl Fleet {
     }
 
     pub(crate) fn signal(&self, signal: &str) {
-        let pid = self.child.id().expect("server still running");
-        let status = std::process::Command::new("kill")
-            .args([format!("-{signal}"), pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
+        crate::serve::send_signal(&self.child, signal);
     }
 
     /// Waits until the server logs a line holding `text`, and returns it.

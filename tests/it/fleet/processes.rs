@@ -34,21 +34,27 @@ async fn until_up(peer: &mut Peer, id: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn processes_get_sigterm_then_sigkill_and_the_server_exits_0() {
-    let (_dir, ws, _outside) = tree();
+/// `capfs serve --exec` on `ws` as uid 65534, with the processes' `grace` and the drain's
+/// `deadline`.
+async fn serve_processes(ws: &std::path::Path, grace: &str, deadline: &str) -> Fleet {
     let args = [
         "--root",
-        &text(&ws),
+        &text(ws),
         "--exec",
         "--user",
         "65534:65534",
         "--process-grace",
-        "1s",
+        grace,
         "--shutdown-timeout",
-        "60s",
+        deadline,
     ];
-    let mut server = Fleet::start(&args, &[], false).await;
+    Fleet::start(&args, &[], false).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_get_sigterm_then_sigkill_and_the_server_exits_0() {
+    let (_dir, ws, _outside) = tree();
+    let mut server = serve_processes(&ws, "1s", "60s").await;
     let mut peer = Peer::ready(&server.url).await;
     // One ends on SIGTERM, saying so in a file; one ignores it and is killed at the grace.
     let polite = "trap 'echo term > termed; exit 0' TERM; echo up; \
@@ -83,18 +89,7 @@ async fn processes_get_sigterm_then_sigkill_and_the_server_exits_0() {
 async fn a_second_signal_kills_the_processes_before_the_server_exits() {
     let (_dir, ws, _outside) = tree();
     // Without the second signal, the process would have ten minutes before its SIGKILL.
-    let args = [
-        "--root",
-        &text(&ws),
-        "--exec",
-        "--user",
-        "65534:65534",
-        "--process-grace",
-        "600s",
-        "--shutdown-timeout",
-        "600s",
-    ];
-    let mut server = Fleet::start(&args, &[], false).await;
+    let mut server = serve_processes(&ws, "600s", "600s").await;
     let mut peer = Peer::ready(&server.url).await;
     // The process and every child of it hold a lock on `held` while they live.
     let stubborn = "exec 9>held; flock 9; trap '' TERM; echo up; while :; do sleep 1; done";

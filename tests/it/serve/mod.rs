@@ -129,13 +129,18 @@ impl ServerProcess {
 
     /// Sends a signal to the server process.
     pub fn signal(&self, signal: &str) {
-        let pid = self.child.id().expect("server still running");
-        let status = std::process::Command::new("kill")
-            .args([format!("-{signal}"), pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
+        send_signal(&self.child, signal);
     }
+}
+
+/// Sends `signal` (a name: `TERM`, `INT`) to the running `child`, by its id.
+pub fn send_signal(child: &Child, signal: &str) {
+    let pid = child.id().expect("server still running");
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
 }
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
