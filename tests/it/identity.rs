@@ -7,11 +7,13 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::codex_protocol::uri;
 use crate::process_wire::{Peer, until_closed};
+use crate::processes::eventually;
 use crate::serve::{RawPeer, ServerProcess};
 
 /// The unprivileged user of these tests.
@@ -271,8 +273,16 @@ async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_proce
             );
         }
     }
-    let running = sleepers();
-    assert!((100..256).contains(&running), "{running} sleepers");
+    // perl's count is the forks that succeeded; its children exec `sleep` after it has
+    // printed it, so they are awaited (bounded) before they are counted.
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    let forked: usize = value_of(&text, "started ").parse().unwrap();
+    assert!(
+        (100..256).contains(&forked),
+        "{forked} forks past a bound of 256"
+    );
+    let all_running = eventually(Duration::from_secs(20), || sleepers() == forked).await;
+    assert!(all_running, "{} of {forked} sleepers seen", sleepers());
     // The bound is the bomb's own: another process of the same user starts and forks.
     let other = run(&mut peer, &ws, "other", "sleep 0 & wait; echo fine").await;
     assert_eq!(other, "fine\n");
@@ -281,7 +291,8 @@ async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_proce
         .await;
     assert_eq!(ended["result"]["running"], true, "{ended}");
     until_closed(&mut peer, "bomb").await;
-    assert_eq!(sleepers(), 0, "the bomb's tree outlived it");
+    let gone = eventually(Duration::from_secs(20), || sleepers() == 0).await;
+    assert!(gone, "{} of the bomb's tree outlived it", sleepers());
     server.stop().await;
 }
 
