@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cli::names_in;
 use crate::codex_protocol::uri;
 use crate::process_wire::{Peer, until_closed};
 use crate::processes::eventually;
@@ -411,4 +412,67 @@ fn escape_as_the_user(ws: &Path) {
     );
     assert!(inside.is_ok());
     println!("escape refused as the user");
+}
+
+#[tokio::test]
+async fn a_killed_servers_homes_are_removed_by_the_next_server() {
+    if !is_root() {
+        return;
+    }
+    let (dir, ws) = owned_workspace(NOBODY);
+    let homes = dir.path().join("homes");
+    std::fs::create_dir(&homes).unwrap();
+    std::os::unix::fs::chown(&homes, Some(NOBODY), Some(NOBODY)).unwrap();
+    let args = [
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--exec".as_ref(),
+        "--user".as_ref(),
+        "65534:65534".as_ref(),
+        "--exec-homes".as_ref(),
+        homes.as_os_str(),
+    ];
+    let first = ServerProcess::start_with(&args, &[]).await;
+    let mut peer = Peer::ready(&first.url).await;
+    let said = run(
+        &mut peer,
+        &ws,
+        "a",
+        "echo left > $HOME/left; echo home=$HOME",
+    )
+    .await;
+    let home = PathBuf::from(value_of(&said, "home="));
+    let run_dir = home.parent().unwrap().to_path_buf();
+    assert_eq!(run_dir.parent(), Some(homes.as_path()), "{said}");
+    // Killed: nothing of it can remove its session's home.
+    let pid = first.pid();
+    first.signal("KILL");
+    let dead = eventually(Duration::from_secs(20), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap()
+                .trim_start()
+                .starts_with('Z')
+        })
+    })
+    .await;
+    assert!(dead, "the killed server lives on");
+    assert!(home.join("left").exists());
+
+    let second = ServerProcess::start_with(&args, &[]).await;
+    let mut peer = Peer::ready(&second.url).await;
+    run(&mut peer, &ws, "b", "true").await;
+    assert!(
+        !run_dir.exists(),
+        "the killed server's homes outlived the next server's start"
+    );
+    assert_eq!(
+        names_in(&homes).len(),
+        1,
+        "the next server's own run directory"
+    );
+    second.stop().await;
+    assert_eq!(names_in(&homes), Vec::<String>::new());
+    drop(first);
 }

@@ -6,8 +6,10 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::policy::RunAs;
+use super::run_dir::RunDir;
 
 /// A private home directory, removed when dropped; share it with [`std::sync::Arc`] among the
 /// requests of one session ([`ProcessRequest::home`](super::ProcessRequest::home)).
@@ -15,20 +17,25 @@ use super::policy::RunAs;
 pub struct Home {
     path: PathBuf,
     dir: File,
+    /// The server's run directory it lies in, removed after the last home and process in it.
+    _within: Arc<RunDir>,
 }
 
 impl Home {
-    /// A new empty directory under `parent`, mode 0700, owned by `owner` when given (else by
+    /// A new empty directory in `within`, mode 0700, owned by `owner` when given (else by
     /// the caller).
-    pub(crate) fn create(parent: &Path, owner: Option<RunAs>) -> io::Result<Self> {
-        let path = parent.join(format!("capfs-home-{}", uuid::Uuid::new_v4().simple()));
+    pub(crate) fn create(within: &Arc<RunDir>, owner: Option<RunAs>) -> io::Result<Self> {
+        let path = within
+            .path()
+            .join(format!("capfs-home-{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
-            .map_err(|e| crate::error::home_unmade(parent, &e))?;
+            .map_err(|e| crate::error::home_unmade(within.parent(), &e))?;
         let home = Self {
             dir: File::open(&path)?,
             path,
+            _within: Arc::clone(within),
         };
         if let Some(owner) = owner {
             std::os::unix::fs::fchown(&home.dir, Some(owner.uid), Some(owner.gid))?;

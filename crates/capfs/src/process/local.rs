@@ -2,9 +2,10 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,6 +19,7 @@ use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
 use super::prepare::{Slot, make_temp, validate};
 use super::run::{self, Wiring};
+use super::run_dir::RunDir;
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
 use crate::error;
 use crate::sandbox::{Access, Sandbox};
@@ -64,6 +66,22 @@ struct Inner {
     confinement: Confinement,
     /// The seccomp filter of processes without the host's network, built once.
     unix_filter: Option<seccompiler::BpfProgram>,
+    /// The run directory made under each parent of homes and temporary directories, made at
+    /// the first use of that parent.
+    run_dirs: Mutex<Vec<Arc<RunDir>>>,
+}
+
+impl Inner {
+    /// This server's run directory under `parent`.
+    fn run_dir(&self, parent: &Path) -> io::Result<Arc<RunDir>> {
+        let mut dirs = self.run_dirs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(dir) = dirs.iter().find(|d| d.parent() == parent) {
+            return Ok(Arc::clone(dir));
+        }
+        let dir = Arc::new(RunDir::open(parent)?);
+        dirs.push(Arc::clone(&dir));
+        Ok(dir)
+    }
 }
 
 impl LocalProcesses {
@@ -123,6 +141,7 @@ impl LocalProcesses {
                 running: Arc::new(AtomicUsize::new(0)),
                 confinement,
                 unix_filter,
+                run_dirs: Mutex::default(),
             }),
         })
     }
@@ -211,8 +230,8 @@ impl ExecutorProcesses for LocalProcesses {
             }
             None => (None, None),
         };
-        let temp = make_temp(&policy.temp_parent, policy)?;
-        let temp_dir = std::fs::File::open(&temp.0)?;
+        let temp = make_temp(&inner.run_dir(&policy.temp_parent)?, policy)?;
+        let temp_dir = std::fs::File::open(&temp.path)?;
         let home = request.home.as_deref();
         let confined = !policy.unconfined;
         let mounts = match confined {
@@ -265,7 +284,7 @@ impl ExecutorProcesses for LocalProcesses {
         }
         command.env_clear();
         command.envs(request.env.iter().map(|(k, v)| (k, v)));
-        command.env("TMPDIR", &temp.0);
+        command.env("TMPDIR", &temp.path);
         if let Some(home) = home {
             command.env("HOME", home.path());
         }
@@ -399,7 +418,7 @@ impl ExecutorProcesses for LocalProcesses {
         } else {
             None
         };
-        super::Home::create(&policy.home_parent, owner).map(Some)
+        super::Home::create(&self.inner.run_dir(&policy.home_parent)?, owner).map(Some)
     }
 }
 

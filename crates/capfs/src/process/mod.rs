@@ -30,6 +30,7 @@ mod policy;
 mod prepare;
 mod pty;
 mod run;
+mod run_dir;
 mod seccomp;
 
 pub use home::Home;

@@ -3,12 +3,13 @@
 
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::ProcessRequest;
 use super::policy::ProcessPolicy;
+use super::run_dir::RunDir;
 use crate::error;
 
 /// A place among the processes running at once, given back when the process closes.
@@ -31,13 +32,17 @@ impl Drop for Slot {
     }
 }
 
-/// A process's private temporary directory, removed when it closes.
-pub(crate) struct TempDir(pub(crate) PathBuf);
+/// A process's private temporary directory, removed when it closes; the server's run
+/// directory it lies in goes after the last one.
+pub(crate) struct TempDir {
+    pub(crate) path: PathBuf,
+    _within: Arc<RunDir>,
+}
 
 impl Drop for TempDir {
     fn drop(&mut self) {
         // std's removal does not follow links the process may have planted.
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -63,12 +68,17 @@ pub(crate) fn validate(request: &ProcessRequest) -> io::Result<()> {
     Ok(())
 }
 
-pub(crate) fn make_temp(parent: &Path, policy: &ProcessPolicy) -> io::Result<TempDir> {
-    let path = parent.join(format!("capfs-process-{}", uuid::Uuid::new_v4().simple()));
+pub(crate) fn make_temp(within: &Arc<RunDir>, policy: &ProcessPolicy) -> io::Result<TempDir> {
+    let path = within
+        .path()
+        .join(format!("capfs-process-{}", uuid::Uuid::new_v4().simple()));
     std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-    let temp = TempDir(path);
+    let temp = TempDir {
+        path,
+        _within: Arc::clone(within),
+    };
     if let Some(run_as) = policy.run_as {
-        std::os::unix::fs::chown(&temp.0, Some(run_as.uid), Some(run_as.gid))?;
+        std::os::unix::fs::chown(&temp.path, Some(run_as.uid), Some(run_as.gid))?;
     }
     Ok(temp)
 }
