@@ -331,6 +331,7 @@ fn check_duration(flag: &str, value: Duration, range: &RangeInclusive<Duration>)
 
 pub(crate) fn ws_config(config: &ServerConfig) -> WebSocketConfig {
     WebSocketConfig::default()
+        .read_buffer_size(crate::transport::shared::READ_BUFFER_BYTES)
         .max_message_size(Some(config.max_message_bytes))
         .max_frame_size(Some(config.max_message_bytes))
 }
