@@ -1,4 +1,5 @@
-//! The proxy's two listening sockets, made by the child inside the process's network
+//! The proxy's two listening sockets (and, with transparent TCP, the DNS responder's socket
+//! and a listener per allowed port), made by the child inside the process's network
 //! namespace (after `lo` is up, before the program is confined) and handed to the starter
 //! over a socket pair the starter made, so that the starter's runtime accepts what the
 //! process connects to while its own connections out are made from the host's namespace.
@@ -16,8 +17,18 @@ use rustix::net::{
 };
 
 use super::egress::{
-    DNS_ADDRESS, EgressPolicy, HTTP_PROXY_PORT, Listeners, MAX_TRANSPARENT_PORTS, SOCKS_PROXY_PORT,
+    DNS_ADDRESS, EgressPolicy, HTTP_PROXY_PORT, MAX_TRANSPARENT_PORTS, SOCKS_PROXY_PORT,
 };
+
+/// The sockets a process's child made in its network namespace.
+#[derive(Debug)]
+pub(crate) struct Listeners {
+    pub(crate) http: OwnedFd,
+    pub(crate) socks: OwnedFd,
+    /// Transparent TCP: the DNS responder's UDP socket, and one listener on `0.0.0.0` per
+    /// port of [`EgressPolicy::transparent_ports`].
+    pub(crate) transparent: Option<(OwnedFd, Vec<OwnedFd>)>,
+}
 
 /// The most sockets the child hands over: the two proxies, the DNS responder, and the
 /// listeners of transparent TCP.

@@ -74,7 +74,12 @@ async fn tools_that_ignore_the_proxy_reach_an_allowed_name_and_nothing_else() {
     );
     let (egress, asked) = transparent(&rules, &[("inside.test", "127.0.0.41")], &lines);
     let ws = Workspace::new();
-    let processes = ws.processes(policy(Network::None).with_egress(egress));
+    let temp = tempfile::tempdir().unwrap();
+    let processes = ws.processes(
+        policy(Network::None)
+            .with_egress(egress)
+            .with_temp_parent(temp.path()),
+    );
     let node_fetch = match node() {
         Some(node) => format!(
             "OPENSSL_CONF=/dev/null {node} -e 'fetch(\"http://web.test:{port}/n\").then(r => r.text()).then(t => process.stdout.write(t), e => console.log(\"node failed\", e.cause))'"
@@ -93,9 +98,12 @@ async fn tools_that_ignore_the_proxy_reach_an_allowed_name_and_nothing_else() {
          curl -sS --noproxy '*' http://127.0.0.41:{port}/; echo literal rc=$?
          curl -sS --noproxy '*' http://198.18.3.3:{port}/; echo never given rc=$?
          curl -sS --noproxy '*' http://web.test:{}/; echo other port rc=$?
+         {PY} -c 'import socket; socket.create_connection((\"198.18.0.1\", {}))' 2>&1 | tail -1
+         cat /etc/resolv.conf; echo nameserver 127.0.0.9 >> /etc/resolv.conf || echo resolv.conf kept
          curl -sS --noproxy '*' -g 'http://[::1]:{port}/'; echo v6 rc=$?
          {PY} -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect((\"198.18.0.1\", 53)); s.send(bytes(12)); s.recv(10)' 2>&1 | tail -1
          {PY} -c 'import socket; print(\"A\", socket.getaddrinfo(\"web.test\", {port}, socket.AF_INET)[0][4][0]); print(\"AAAA\", socket.getaddrinfo(\"web.test\", {port}, socket.AF_INET6))' 2>&1 | tail -2",
+        port + 1,
         port + 1
     );
     let done = run(&processes, shell("sh", &script, &ws.root))
@@ -103,6 +111,11 @@ async fn tools_that_ignore_the_proxy_reach_an_allowed_name_and_nothing_else() {
         .unwrap();
     let text = done.text();
     assert_eq!(done.exit, ProcessExit::code(0), "{text}");
+    // The process's resolv.conf names its responder, and is not its to change; it is gone
+    // with the process.
+    assert!(text.contains("\nnameserver 127.0.0.1\n"), "{text}");
+    assert!(text.contains("resolv.conf kept"), "{text}");
+    assert_eq!(std::fs::read_dir(temp.path()).unwrap().count(), 0);
     let reached = 2 + usize::from(node().is_some());
     assert_eq!(
         text.matches("hello transparently").count(),
@@ -126,8 +139,10 @@ async fn tools_that_ignore_the_proxy_reach_an_allowed_name_and_nothing_else() {
             "{refused}: {text}"
         );
     }
-    // A port no rule names, and IPv6: nothing listens, nothing is routed.
+    // A port no rule names, and IPv6: nothing listens, nothing is routed; Landlock refuses
+    // a connection to another port before anything could listen there.
     assert!(text.contains("other port rc=7"), "{text}");
+    assert!(text.contains("PermissionError"), "{text}");
     assert!(text.contains("v6 rc=7"), "{text}");
     assert!(text.contains("A 198.18.0.1"), "{text}");
     // UDP reaches the responder on 127.0.0.1 only: the same port elsewhere answers nothing.

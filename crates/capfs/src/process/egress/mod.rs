@@ -29,7 +29,7 @@ use async_trait::async_trait;
 
 use crate::audit::AuditLog;
 
-pub(crate) use proxy::{Listeners, Proxy};
+pub(crate) use proxy::Proxy;
 pub use rules::HostRule;
 use rules::Target;
 

@@ -13,6 +13,7 @@ use tokio::task::AbortHandle;
 
 use super::session::{Line, Session};
 use super::{EgressNarrowing, EgressPolicy};
+use crate::process::listen::Listeners;
 
 /// A process's running proxy; [`close`](Self::close) (or a drop) ends its listeners and cuts
 /// every connection.
@@ -38,16 +39,6 @@ enum Kind {
     Http,
     Socks,
     Transparent,
-}
-
-/// The sockets a process's child made in its network namespace.
-#[derive(Debug)]
-pub(crate) struct Listeners {
-    pub(crate) http: OwnedFd,
-    pub(crate) socks: OwnedFd,
-    /// Transparent TCP: the DNS responder's UDP socket, and one listener on `0.0.0.0` per
-    /// port of [`EgressPolicy::transparent_ports`].
-    pub(crate) transparent: Option<(OwnedFd, Vec<OwnedFd>)>,
 }
 
 fn tcp(fd: OwnedFd) -> io::Result<TcpListener> {
