@@ -246,3 +246,42 @@ async fn without_transparent_tcp_a_tool_that_ignores_the_proxy_resolves_nothing(
     assert_eq!(web.contacts(), 0);
     assert!(lines.egress().is_empty());
 }
+
+const INNER: &str = "CAPFS_TRANSPARENT_TEST_UNPRIVILEGED";
+
+#[test]
+fn an_unprivileged_starter_serves_transparent_tcp_from_a_user_namespace() {
+    crate::processes::rerun_unprivileged(
+        "processes::egress::transparent::unprivileged_inner",
+        INNER,
+    );
+}
+
+/// As a user who is not root: the child's route, listeners on ports below 1024 and its
+/// resolv.conf mount are made with the privileges of its own user namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprivileged_inner() {
+    if std::env::var_os(INNER).is_none() {
+        return;
+    }
+    use capfs::{Access, Sandbox};
+    let web = Web::plain("127.0.0.45", 0, b"unprivileged and transparent\n".to_vec()).await;
+    let port = web.addr.port();
+    let lines = Lines::default();
+    let rules = format!("allow web.test:{port}\nresolve web.test:{port}:127.0.0.45");
+    let (egress, _) = transparent(&rules, &[], &lines);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sandbox = Sandbox::new().with_root(&root, Access::ReadWrite).unwrap();
+    let processes =
+        capfs::process::LocalProcesses::new(sandbox, policy(Network::None).with_egress(egress))
+            .unwrap();
+    let script = format!(
+        "curl -sS --noproxy '*' http://web.test:{port}/; curl -sS --noproxy '*' http://other.test:{port}/; echo rc=$?"
+    );
+    let done = run(&processes, shell("sh", &script, &root)).await.unwrap();
+    let text = done.text();
+    assert!(text.starts_with("unprivileged and transparent\n"), "{text}");
+    assert!(text.contains("rc=6"), "{text}");
+    assert_eq!(web.contacts(), 1);
+}
