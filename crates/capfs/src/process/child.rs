@@ -340,10 +340,12 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, open and write of `/proc/self` id maps from buffers the parent
     // filled, write to a descriptor opened by the parent, unshare, socket, send and recv on
-    // the stack, mount (propagation, a new procfs), openat2 and fstat on paths the parent
-    // prepared, open_tree, mount_setattr on a `mount_attr` on the stack, move_mount,
-    // socket, bind and listen of the proxy's two listeners and a sendmsg of them from a
-    // control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
+    // the stack (the requests that set `lo` up and add the all-local route, both built by
+    // the parent), mount (propagation, a new procfs), openat2 and fstat on paths the parent
+    // prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on the
+    // stack, move_mount, socket, bind and listen of the proxy's listeners (and of transparent
+    // TCP's UDP socket and listeners, on ports the parent listed, in an array on the stack)
+    // and a sendmsg of them from a control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
     // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
     // parent built, close_range, and in `init.rs` pipe2, fork by the raw clone call,
     // sigaction, waitpid, read, kill, _exit) through rustix, the landlock and seccompiler

@@ -79,7 +79,8 @@ pub(crate) struct Reach<'a> {
     /// The network policy.
     pub network: Network,
     /// The process reaches the network through its egress proxy: TCP is handled as for
-    /// [`Network::None`], and connecting to the proxy's two ports is all that is granted.
+    /// [`Network::None`], and connecting to the proxy's two ports (and transparent TCP's) is
+    /// all that is granted.
     pub proxy: bool,
     /// Transparent TCP: the ports it listens on, which the process may connect to too (on
     /// any address: every IPv4 address of its namespace is local, and nothing else is

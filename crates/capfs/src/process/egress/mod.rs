@@ -8,6 +8,12 @@
 //! one process's connections. Names are resolved outside the process, by capfs; an address a
 //! name resolves to in a loopback, private, link-local or metadata range is refused unless a
 //! rule lists that range.
+//!
+//! With transparent TCP ([`EgressPolicy::with_transparent_tcp`]) a process also gets a DNS
+//! responder (`dns.rs`) that gives allowed names addresses of [`SYNTHETIC_RANGE`] and asks no
+//! one, and listeners on the allowed ports that receive every IPv4 connection of the process
+//! (every such address is local to its namespace); `transparent.rs` maps the address dialled
+//! back to its name and goes on as the proxies do (`relay.rs`).
 
 mod dns;
 mod hello;
