@@ -296,3 +296,45 @@ async fn unprivileged_inner() {
     assert!(text.contains("rc=6"), "{text}");
     assert_eq!(web.contacts(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transparent_connections_count_against_the_processs_bounds() {
+    let web = Web::plain("127.0.0.46", 0, b"one at a time\n".to_vec()).await;
+    let port = web.addr.port();
+    let lines = Lines::default();
+    let rules = format!("allow web.test:{port}\nresolve web.test:{port}:127.0.0.46");
+    let (egress, _) = transparent(&rules, &[], &lines);
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None).with_egress(egress.with_max_connections(1)));
+    // The first connection holds the one place; the second, made while it is open, is
+    // refused; the first then gets its answer.
+    let script = format!(
+        "{PY} -c '
+import socket
+get = b\"GET / HTTP/1.0\\r\\nHost: web.test\\r\\n\\r\\n\"
+first = socket.create_connection((\"web.test\", {port}))
+second = socket.create_connection((\"web.test\", {port}))
+try:
+    second.sendall(get)
+    print(\"second:\", second.recv(100))
+except ConnectionResetError:
+    print(\"second: reset\")
+first.sendall(get)
+print(\"first:\", first.recv(100).split(b\"\\r\\n\")[0].decode())'"
+    );
+    let done = run(&processes, shell("sh", &script, &ws.root))
+        .await
+        .unwrap();
+    let text = done.text();
+    assert!(
+        text.contains("second: b''") || text.contains("second: reset"),
+        "{text}"
+    );
+    assert!(text.contains("first: HTTP/1.1 200 OK"), "{text}");
+    assert_eq!(web.contacts(), 1, "{text}");
+    let audit = lines.egress();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert_eq!(audit[0]["via"], "transparent");
+    assert_eq!(audit[0]["reason"], "too many connections at once");
+    assert_eq!(audit[1]["outcome"], "ok");
+}
