@@ -59,7 +59,7 @@ impl Located {
         Ok(located)
     }
 
-    /// Opens the path again, links refused, and checks it is still the same directory.
+    /// Opens the path again, links refused, and checks it is still the same directory (or file).
     fn reopen(&self) -> io::Result<OwnedFd> {
         let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         if self.directory {
