@@ -118,7 +118,8 @@ impl Mounts {
     /// the new PID namespace (it shows the process's own processes only); makes the whole
     /// tree read-only, so that nothing outside the writable directories can be changed, not
     /// its contents, not its modes, owners or times; puts the writable copies back over their
-    /// directories and the read-only binds over theirs; enters the working directory again.
+    /// directories and the read-only binds over theirs; binds the process's own `resolv.conf`
+    /// (transparent TCP); enters the working directory again.
     /// `set_attr` applies a `mount_attr` to a tree (`mount_setattr`). Only system calls on
     /// memory prepared by the parent: nothing allocates.
     pub(crate) fn apply(
