@@ -71,6 +71,12 @@ pub struct ExecFlags {
     /// `resolve NAME:PORT:ADDR`; `#` starts a comment line.
     #[arg(long, value_name = "FILE", requires = "exec")]
     pub exec_network_policy: Option<PathBuf>,
+    /// Transparent TCP for the allowed hosts: a tool that ignores the proxy variables resolves
+    /// names through capfs (a DNS responder in the process's namespace that answers allowed
+    /// names only, and never asks anyone) and its connections to ports 80, 443 and the ports
+    /// of the allow rules go through the same policy as the proxy's. Needs an allowed host.
+    #[arg(long, requires = "exec")]
+    pub exec_transparent_tcp: bool,
     /// Run processes without any confinement: they reach everything this server reaches.
     /// Only for measurements against an unconfined baseline.
     #[arg(long, requires = "exec")]
@@ -172,7 +178,16 @@ impl ExecFlags {
             egress = egress.resolve(entry).map_err(flag("exec-resolve"))?;
         }
         if !egress.is_on() {
+            if self.exec_transparent_tcp {
+                return Err(Failure::usage(
+                    "--exec-transparent-tcp: no host is allowed (--exec-allow-host, \
+                     --exec-network-policy), so there is nothing to reach",
+                ));
+            }
             return Ok(None);
+        }
+        if self.exec_transparent_tcp {
+            egress = egress.with_transparent_tcp();
         }
         match self.exec_network {
             ExecNetwork::None => {}

@@ -54,6 +54,11 @@ fn malformed_policies_and_egress_beside_the_host_network_are_refused_at_start_up
         err.contains("line 3: host pattern \"files.*.org\""),
         "{err}"
     );
+    let err = refused(&ws, &["--exec-transparent-tcp"]);
+    assert!(
+        err.contains("--exec-transparent-tcp: no host is allowed"),
+        "{err}"
+    );
     for network in ["all", "loopback"] {
         let err = refused(
             &ws,
@@ -216,8 +221,8 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         .await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     assert_eq!(
-        info["result"]["capabilities"]["networkProxyTransparentTcp"],
-        serde_json::Value::Null
+        info["result"]["capabilities"]["networkProxyTransparentTcp"], false,
+        "{info}"
     );
     server.stop().await;
 
@@ -253,4 +258,68 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         .await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_transparent_tcp_codex_is_told_and_a_tool_that_ignores_the_proxy_gets_through() {
+    let (dir, ws, _outside) = tree();
+    let web = egress_web("127.0.0.44", b"transparent by name\n").await;
+    let port = web.addr.port();
+    let audit = dir.path().join("audit.log");
+    let allow = format!("web.test:{port}");
+    let resolve = format!("web.test:{port}:127.0.0.44");
+    let other = format!("other.test:{port}:127.0.0.44");
+    let args = [
+        "--root".as_ref(),
+        ws.as_os_str(),
+        "--exec".as_ref(),
+        "--user".as_ref(),
+        "65534".as_ref(),
+        "--exec-allow-host".as_ref(),
+        allow.as_ref(),
+        "--exec-allow-host".as_ref(),
+        "other.test".as_ref(),
+        "--exec-resolve".as_ref(),
+        resolve.as_ref(),
+        "--exec-resolve".as_ref(),
+        other.as_ref(),
+        "--exec-transparent-tcp".as_ref(),
+        "--audit-log".as_ref(),
+        audit.as_os_str(),
+    ];
+    let server = ServerProcess::start_with(&args, &[]).await;
+    let mut peer = Peer::ready(&server.url).await;
+    let info = peer
+        .request("environment/info", serde_json::json!({}))
+        .await;
+    let capabilities = &info["result"]["capabilities"];
+    assert_eq!(capabilities["networkProxyLaunch"], true, "{info}");
+    assert_eq!(capabilities["networkProxyTransparentTcp"], true, "{info}");
+    // codex asks for transparent TCP and narrows to web.test: other.test, the operator's,
+    // gets no address.
+    let script = format!(
+        "curl -sS --noproxy '*' http://web.test:{port}/; curl -sS --noproxy '*' http://other.test:{port}/; echo other rc=$?"
+    );
+    let network = serde_json::json!({"enforceManagedNetwork": true, "networkProxy": {
+        "proxy": {"enabled": true, "mode": "full", "domains": {"web.test": "allow"}},
+        "transparentTcp": true}});
+    let reply = peer
+        .request("process/start", codex_start(&ws, "t", &script, network))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let told = until_closed(&mut peer, "t").await;
+    let out = String::from_utf8_lossy(&told.stdout);
+    assert_eq!(out, "transparent by name\nother rc=6\n");
+    server.stop().await;
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let egress: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["method"] == "egress")
+        .collect();
+    assert_eq!(egress.len(), 1, "{log}");
+    assert_eq!(
+        (&egress[0]["via"], &egress[0]["host"], &egress[0]["outcome"]),
+        (&"transparent".into(), &"web.test".into(), &"ok".into())
+    );
 }

@@ -279,4 +279,8 @@ pub struct ProcessesInfo {
     /// only through capfs's egress proxy, or not at all.
     #[serde(default)]
     pub managed_network: bool,
+    /// A client's `transparentTcp` is held: a tool that ignores the proxy variables reaches
+    /// the allowed hosts through capfs too (`--exec-transparent-tcp`).
+    #[serde(default)]
+    pub transparent_tcp: bool,
 }

@@ -151,3 +151,13 @@ pub(crate) fn egress_with_host_network() -> io::Error {
          not with network all",
     )
 }
+
+pub(crate) fn too_many_transparent_ports(wanted: usize, max: usize) -> io::Error {
+    io::Error::new(
+        ErrorKind::InvalidInput,
+        format!(
+            "transparent TCP listens on each port the allow rules name, and at most {max}: \
+             these rules name {wanted} (with 80 and 443)"
+        ),
+    )
+}

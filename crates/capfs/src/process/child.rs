@@ -38,6 +38,9 @@ pub(crate) struct ChildSetup {
     pub proc_rule: Option<OwnedFd>,
     /// The netlink request that sets `lo` up in the new network namespace.
     pub loopback_up: Option<[u8; LOOPBACK_UP_LEN]>,
+    /// The netlink request that makes every IPv4 address local (transparent TCP), sent once
+    /// `lo` is up.
+    pub all_local: Option<[u8; ALL_LOCAL_LEN]>,
     /// The channel the proxy's listeners go back on, made in the network namespace once `lo`
     /// is up.
     pub proxy: Option<ProxyChannel>,
@@ -70,6 +73,55 @@ pub(crate) fn loopback_up_request() -> [u8; LOOPBACK_UP_LEN] {
     msg[20..24].copy_from_slice(&1i32.to_ne_bytes());
     msg[24..28].copy_from_slice(&IFF_UP.to_ne_bytes());
     msg[28..32].copy_from_slice(&IFF_UP.to_ne_bytes());
+    msg
+}
+
+/// A netlink `RTM_NEWROUTE` request: a 16-byte header, a 12-byte `rtmsg`, two 8-byte
+/// attributes.
+pub(crate) const ALL_LOCAL_LEN: usize = 44;
+
+/// The request that adds `local 0.0.0.0/0 dev lo` to the local table (as `ip route add local
+/// 0.0.0.0/0 dev lo` does): every IPv4 address is then one of the namespace's own, so a
+/// connection to any of them reaches a listener on `0.0.0.0` of its port, and nothing is
+/// routed anywhere else (the namespace has no other interface).
+pub(crate) fn all_local_request() -> [u8; ALL_LOCAL_LEN] {
+    const RTM_NEWROUTE: u16 = 24;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const NLM_F_EXCL: u16 = 0x200;
+    const NLM_F_CREATE: u16 = 0x400;
+    const AF_INET: u8 = 2;
+    const RT_TABLE_LOCAL: u8 = 255;
+    const RTPROT_BOOT: u8 = 3;
+    const RT_SCOPE_HOST: u8 = 254;
+    const RTN_LOCAL: u8 = 2;
+    const RTA_OIF: u16 = 4;
+    const RTA_TABLE: u16 = 15;
+    let mut msg = [0u8; ALL_LOCAL_LEN];
+    msg[0..4].copy_from_slice(&(ALL_LOCAL_LEN as u32).to_ne_bytes());
+    msg[4..6].copy_from_slice(&RTM_NEWROUTE.to_ne_bytes());
+    let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+    msg[6..8].copy_from_slice(&flags.to_ne_bytes());
+    msg[8..12].copy_from_slice(&2u32.to_ne_bytes()); // sequence number
+    // rtmsg: family, destination length (0: every address), source length, tos, table,
+    // protocol, scope, type, then four bytes of flags.
+    msg[16..24].copy_from_slice(&[
+        AF_INET,
+        0,
+        0,
+        0,
+        RT_TABLE_LOCAL,
+        RTPROT_BOOT,
+        RT_SCOPE_HOST,
+        RTN_LOCAL,
+    ]);
+    // Attributes: length, type, a 32-bit value.
+    msg[28..30].copy_from_slice(&8u16.to_ne_bytes());
+    msg[30..32].copy_from_slice(&RTA_TABLE.to_ne_bytes());
+    msg[32..36].copy_from_slice(&u32::from(RT_TABLE_LOCAL).to_ne_bytes());
+    msg[36..38].copy_from_slice(&8u16.to_ne_bytes());
+    msg[38..40].copy_from_slice(&RTA_OIF.to_ne_bytes());
+    msg[40..44].copy_from_slice(&1u32.to_ne_bytes()); // lo
     msg
 }
 
@@ -164,7 +216,10 @@ impl ChildSetup {
             maps.write()?;
         }
         if let Some(request) = &self.loopback_up {
-            bring_loopback_up(request)?;
+            netlink_request(request)?;
+        }
+        if let Some(request) = &self.all_local {
+            netlink_request(request)?;
         }
         if let Some(channel) = &self.proxy {
             channel.send_listeners()?;
@@ -237,7 +292,7 @@ impl ChildSetup {
 }
 
 /// Sends `request` on a new netlink socket and checks the kernel's acknowledgement.
-fn bring_loopback_up(request: &[u8; LOOPBACK_UP_LEN]) -> io::Result<()> {
+fn netlink_request(request: &[u8]) -> io::Result<()> {
     use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
     // Protocol 0 of the netlink family is NETLINK_ROUTE.
     let socket = rustix::net::socket_with(
@@ -285,10 +340,12 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, open and write of `/proc/self` id maps from buffers the parent
     // filled, write to a descriptor opened by the parent, unshare, socket, send and recv on
-    // the stack, mount (propagation, a new procfs), openat2 and fstat on paths the parent
-    // prepared, open_tree, mount_setattr on a `mount_attr` on the stack, move_mount,
-    // socket, bind and listen of the proxy's two listeners and a sendmsg of them from a
-    // control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
+    // the stack (the requests that set `lo` up and add the all-local route, both built by
+    // the parent), mount (propagation, a new procfs), openat2 and fstat on paths the parent
+    // prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on the
+    // stack, move_mount, socket, bind and listen of the proxy's listeners (and of transparent
+    // TCP's UDP socket and listeners, on ports the parent listed, in an array on the stack)
+    // and a sendmsg of them from a control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
     // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
     // parent built, close_range, and in `init.rs` pipe2, fork by the raw clone call,
     // sigaction, waitpid, read, kill, _exit) through rustix, the landlock and seccompiler

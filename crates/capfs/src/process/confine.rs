@@ -79,8 +79,15 @@ pub(crate) struct Reach<'a> {
     /// The network policy.
     pub network: Network,
     /// The process reaches the network through its egress proxy: TCP is handled as for
-    /// [`Network::None`], and connecting to the proxy's two ports is all that is granted.
+    /// [`Network::None`], and connecting to the proxy's two ports (and transparent TCP's) is
+    /// all that is granted.
     pub proxy: bool,
+    /// Transparent TCP: the ports it listens on, which the process may connect to too (on
+    /// any address: every IPv4 address of its namespace is local, and nothing else is
+    /// routed).
+    pub transparent_ports: &'a [u16],
+    /// The file bound over `/etc/resolv.conf` (transparent TCP), which it may read.
+    pub resolv_conf: Option<&'a dyn AsFd>,
 }
 
 /// Fails unless the kernel enforces [`REQUIRED_ABI`] and, for `network`, its TCP rules.
@@ -120,10 +127,11 @@ pub(crate) fn ruleset(reach: &Reach<'_>) -> io::Result<RulesetCreated> {
         .set_compatibility(CompatLevel::BestEffort);
     let mut ruleset = ruleset;
     if reach.proxy {
-        for port in [
+        let proxies = [
             super::egress::HTTP_PROXY_PORT,
             super::egress::SOCKS_PROXY_PORT,
-        ] {
+        ];
+        for port in proxies.iter().chain(reach.transparent_ports).copied() {
             ruleset = ruleset
                 .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
                 .map_err(refused)?;
@@ -136,6 +144,11 @@ pub(crate) fn ruleset(reach: &Reach<'_>) -> io::Result<RulesetCreated> {
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(root.dir().as_fd(), access))
+            .map_err(refused)?;
+    }
+    if let Some(file) = reach.resolv_conf {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(file.as_fd(), AccessFs::ReadFile))
             .map_err(refused)?;
     }
     for private in std::iter::once(reach.temp).chain(reach.home) {

@@ -1,4 +1,5 @@
-//! The proxy's two listening sockets, made by the child inside the process's network
+//! The proxy's two listening sockets (and, with transparent TCP, the DNS responder's socket
+//! and a listener per allowed port), made by the child inside the process's network
 //! namespace (after `lo` is up, before the program is confined) and handed to the starter
 //! over a socket pair the starter made, so that the starter's runtime accepts what the
 //! process connects to while its own connections out are made from the host's namespace.
@@ -8,57 +9,130 @@
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
-use super::egress::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
+use super::egress::{
+    DNS_ADDRESS, EgressPolicy, HTTP_PROXY_PORT, MAX_TRANSPARENT_PORTS, SOCKS_PROXY_PORT,
+};
 
-/// The child's end of the socket pair.
+/// The sockets a process's child made in its network namespace.
 #[derive(Debug)]
-pub(crate) struct ProxyChannel(OwnedFd);
+pub(crate) struct Listeners {
+    pub(crate) http: OwnedFd,
+    pub(crate) socks: OwnedFd,
+    /// Transparent TCP: the DNS responder's UDP socket, and one listener on `0.0.0.0` per
+    /// port of [`EgressPolicy::transparent_ports`].
+    pub(crate) transparent: Option<(OwnedFd, Vec<OwnedFd>)>,
+}
 
-/// A socket pair: the starter's end, and the child's.
-pub(crate) fn channel() -> io::Result<(OwnedFd, ProxyChannel)> {
+/// The most sockets the child hands over: the two proxies, the DNS responder, and the
+/// listeners of transparent TCP.
+const MAX_FDS: usize = 3 + MAX_TRANSPARENT_PORTS;
+
+/// The child's end of the socket pair, and what it makes: the proxies' listeners, and with
+/// transparent TCP the DNS responder's socket and a listener on each of `ports`.
+#[derive(Debug)]
+pub(crate) struct ProxyChannel {
+    channel: OwnedFd,
+    transparent: bool,
+    ports: [u16; MAX_TRANSPARENT_PORTS],
+    count: usize,
+}
+
+/// A socket pair: the starter's end, and the child's, for `policy`.
+///
+/// # Errors
+///
+/// `InvalidInput` when transparent TCP would listen on more than [`MAX_TRANSPARENT_PORTS`].
+pub(crate) fn channel(policy: &EgressPolicy) -> io::Result<(OwnedFd, ProxyChannel)> {
+    let mut ports = [0u16; MAX_TRANSPARENT_PORTS];
+    let mut count = 0;
+    if policy.transparent_tcp() {
+        let wanted = policy.transparent_ports();
+        if wanted.len() > MAX_TRANSPARENT_PORTS {
+            return Err(crate::error::too_many_transparent_ports(
+                wanted.len(),
+                MAX_TRANSPARENT_PORTS,
+            ));
+        }
+        ports[..wanted.len()].copy_from_slice(&wanted);
+        count = wanted.len();
+    }
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
         SocketFlags::CLOEXEC,
         None,
     )?;
-    Ok((ours, ProxyChannel(theirs)))
+    Ok((
+        ours,
+        ProxyChannel {
+            channel: theirs,
+            transparent: policy.transparent_tcp(),
+            ports,
+            count,
+        },
+    ))
 }
 
-fn listener(port: u16) -> io::Result<OwnedFd> {
+fn listener(address: Ipv4Addr, port: u16) -> io::Result<OwnedFd> {
     let socket = rustix::net::socket_with(
         AddressFamily::INET,
         SocketType::STREAM,
         SocketFlags::CLOEXEC,
         None,
     )?;
-    rustix::net::bind(&socket, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))?;
+    rustix::net::bind(&socket, &SocketAddrV4::new(address, port))?;
     rustix::net::listen(&socket, 128)?;
+    Ok(socket)
+}
+
+fn datagram(address: Ipv4Addr, port: u16) -> io::Result<OwnedFd> {
+    let socket = rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::bind(&socket, &SocketAddrV4::new(address, port))?;
     Ok(socket)
 }
 
 impl ProxyChannel {
     /// In the child: makes the HTTP and SOCKS listeners on 127.0.0.1 of the current network
-    /// namespace and sends them to the starter, then closes its own copies.
+    /// namespace (and, with transparent TCP, the DNS responder's socket and the listeners on
+    /// `0.0.0.0`) and sends them to the starter, then closes its own copies.
     pub(crate) fn send_listeners(&self) -> io::Result<()> {
-        let http = listener(HTTP_PROXY_PORT)?;
-        let socks = listener(SOCKS_PROXY_PORT)?;
-        let fds = [http.as_fd(), socks.as_fd()];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let http = listener(Ipv4Addr::LOCALHOST, HTTP_PROXY_PORT)?;
+        let socks = listener(Ipv4Addr::LOCALHOST, SOCKS_PROXY_PORT)?;
+        let mut made: [Option<OwnedFd>; MAX_FDS] = [const { None }; MAX_FDS];
+        let mut n = 0;
+        if self.transparent {
+            made[0] = Some(datagram(DNS_ADDRESS, 53)?);
+            n = 1;
+            for port in &self.ports[..self.count] {
+                made[n] = Some(listener(Ipv4Addr::UNSPECIFIED, *port)?);
+                n += 1;
+            }
+        }
+        let mut fds: [BorrowedFd<'_>; MAX_FDS] = [http.as_fd(); MAX_FDS];
+        fds[1] = socks.as_fd();
+        for (slot, fd) in fds[2..].iter_mut().zip(made.iter().flatten()) {
+            *slot = fd.as_fd();
+        }
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = SendAncillaryBuffer::new(&mut space);
-        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        if !control.push(SendAncillaryMessage::ScmRights(&fds[..2 + n])) {
             return Err(rustix::io::Errno::NOBUFS.into());
         }
         let byte = [1u8];
         rustix::net::sendmsg(
-            &self.0,
+            &self.channel,
             &[IoSlice::new(&byte)],
             &mut control,
             SendFlags::empty(),
@@ -67,9 +141,9 @@ impl ProxyChannel {
     }
 }
 
-/// In the starter, once the child runs: the two listeners it sent, HTTP first.
-pub(crate) fn receive(channel: &OwnedFd) -> io::Result<[OwnedFd; 2]> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+/// In the starter, once the child runs: the sockets it sent for `policy`.
+pub(crate) fn receive(channel: &OwnedFd, policy: &EgressPolicy) -> io::Result<Listeners> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut byte = [0u8; 1];
     rustix::net::recvmsg(
@@ -88,5 +162,20 @@ pub(crate) fn receive(channel: &OwnedFd) -> io::Result<[OwnedFd; 2]> {
     let mut fds = fds.into_iter();
     let http = fds.next().ok_or_else(missing)?;
     let socks = fds.next().ok_or_else(missing)?;
-    Ok([http, socks])
+    let transparent = match policy.transparent_tcp() {
+        false => None,
+        true => {
+            let dns = fds.next().ok_or_else(missing)?;
+            let ports: Vec<OwnedFd> = fds.collect();
+            if ports.len() != policy.transparent_ports().len() {
+                return Err(missing());
+            }
+            Some((dns, ports))
+        }
+    };
+    Ok(Listeners {
+        http,
+        socks,
+        transparent,
+    })
 }

@@ -123,6 +123,10 @@ impl LocalProcesses {
             if policy.egress.is_some() && policy.network == Network::All {
                 return Err(error::egress_with_host_network());
             }
+            if let Some(egress) = &policy.egress {
+                // Refuses more transparent ports than a child can hand over, now.
+                super::listen::channel(egress)?;
+            }
             if as_root && policy.run_as.is_none() {
                 return Err(error::root_needs_run_as());
             }
@@ -154,6 +158,10 @@ impl LocalProcesses {
 
 fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
     let network = match policy.network {
+        _ if policy.egress.as_ref().is_some_and(|e| e.transparent_tcp()) => {
+            "egress by name only (own namespace, tcp to its proxy and to allowed ports through \
+             capfs only (transparent), dns by capfs, no unix sockets)"
+        }
         _ if policy.egress.is_some() => {
             "egress by name only (own namespace, tcp to its proxy only, no unix sockets)"
         }
@@ -224,14 +232,26 @@ impl ExecutorProcesses for LocalProcesses {
         let policy = &inner.policy;
         let egress = policy.egress.clone().filter(|_| !policy.unconfined);
         let (proxy_end, proxy_channel) = match &egress {
-            Some(_) => {
-                let (ours, theirs) = super::listen::channel()?;
+            Some(egress) => {
+                let (ours, theirs) = super::listen::channel(egress)?;
                 (Some(ours), Some(theirs))
             }
             None => (None, None),
         };
+        let transparent = egress.as_deref().filter(|e| e.transparent_tcp());
+        let transparent_ports = transparent
+            .map(|e| e.transparent_ports())
+            .unwrap_or_default();
         let temp = make_temp(&inner.run_dir(&policy.temp_parent)?, policy)?;
         let temp_dir = std::fs::File::open(&temp.path)?;
+        let resolv_conf = match transparent {
+            Some(_) => Some(make_resolv_conf(&temp)?),
+            None => None,
+        };
+        let resolv_file = resolv_conf
+            .as_ref()
+            .map(|r| std::fs::File::open(&r.0))
+            .transpose()?;
         let home = request.home.as_deref();
         let confined = !policy.unconfined;
         let mounts = match confined {
@@ -248,7 +268,11 @@ impl ExecutorProcesses for LocalProcesses {
                     writable.push(mounts::Located::of(home.dir().as_fd())?);
                 }
                 let cwd = mounts::Located::of(cwd.as_fd())?;
-                Some(Mounts::new(writable, mount_dirs, cwd))
+                let mut mounts = Mounts::new(writable, mount_dirs, cwd);
+                if let Some(file) = &resolv_file {
+                    mounts.resolv_conf = Some(mounts::Located::of_file(file.as_fd())?);
+                }
+                Some(mounts)
             }
         };
         let ruleset = match confined {
@@ -260,6 +284,8 @@ impl ExecutorProcesses for LocalProcesses {
                 read_only: &policy.read_only_paths,
                 network: policy.network,
                 proxy: egress.is_some(),
+                transparent_ports: &transparent_ports,
+                resolv_conf: resolv_file.as_ref().map(|f| f as &dyn AsFd),
             })?),
         };
         // The `/proc` of the process's PID namespace exists only once the child mounted it:
@@ -328,6 +354,7 @@ impl ExecutorProcesses for LocalProcesses {
                 loopback_up: (confined
                     && (policy.network == Network::Loopback || egress.is_some()))
                 .then(child::loopback_up_request),
+                all_local: (confined && transparent.is_some()).then(child::all_local_request),
                 proxy: proxy_channel,
                 limits: [
                     (Resource::Core, 0),
@@ -382,7 +409,7 @@ impl ExecutorProcesses for LocalProcesses {
                     wiring,
                     policy.time_limit,
                     run::Held {
-                        things: Box::new((slot, temp, request.home.clone())),
+                        things: Box::new((slot, temp, resolv_conf, request.home.clone())),
                         proxy,
                     },
                 );
@@ -396,7 +423,7 @@ impl ExecutorProcesses for LocalProcesses {
             wiring,
             policy.time_limit,
             run::Held {
-                things: Box::new((slot, temp, request.home.clone())),
+                things: Box::new((slot, temp, resolv_conf, request.home.clone())),
                 proxy,
             },
         )
@@ -409,6 +436,11 @@ impl ExecutorProcesses for LocalProcesses {
     fn holds_egress_narrowing(&self) -> bool {
         let policy = &self.inner.policy;
         !policy.unconfined && policy.network != Network::All
+    }
+
+    fn serves_transparent_tcp(&self) -> bool {
+        let policy = &self.inner.policy;
+        self.holds_egress_narrowing() && policy.egress.as_ref().is_some_and(|e| e.transparent_tcp())
     }
 
     fn new_home(&self) -> io::Result<Option<super::Home>> {
@@ -436,4 +468,34 @@ fn open_cwd(sandbox: &Sandbox, request: &ProcessRequest) -> io::Result<OwnedFd> 
         .ok_or_else(|| crate::error::outside_roots(&request.cwd))?;
     let dir = root.dir().try_clone()?;
     Ok(dir.into_std_file().into())
+}
+
+/// The `/etc/resolv.conf` of a process with transparent TCP, beside its temporary directory
+/// (outside it, so the process cannot change it), removed when the process closes.
+pub(crate) struct ResolvConf(std::path::PathBuf);
+
+impl Drop for ResolvConf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn make_resolv_conf(temp: &super::prepare::TempDir) -> io::Result<ResolvConf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut path = temp.path.clone().into_os_string();
+    path.push(".resolv.conf");
+    let path = std::path::PathBuf::from(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&path)?;
+    let made = ResolvConf(path);
+    let text = format!(
+        "# capfs: names are answered by capfs inside this process's namespace\nnameserver {}\n",
+        super::egress::DNS_ADDRESS
+    );
+    file.write_all(text.as_bytes())?;
+    Ok(made)
 }

@@ -256,6 +256,13 @@ pub trait ExecutorProcesses: Send + Sync {
         false
     }
 
+    /// Whether processes get transparent TCP ([`egress::EgressPolicy::with_transparent_tcp`]):
+    /// a tool that ignores the proxy variables reaches the hosts the policy allows through
+    /// capfs too. Never without [`holds_egress_narrowing`](Self::holds_egress_narrowing).
+    fn serves_transparent_tcp(&self) -> bool {
+        false
+    }
+
     /// A new private home for the processes of one session, outside the roots, removed once
     /// the last holder drops it; `None` when the implementation has no private homes.
     fn new_home(&self) -> io::Result<Option<Home>> {

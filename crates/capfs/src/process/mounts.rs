@@ -27,6 +27,7 @@ pub(crate) struct Located {
     path: CString,
     dev: u64,
     ino: u64,
+    directory: bool,
 }
 
 impl Located {
@@ -47,15 +48,27 @@ impl Located {
             path: CString::new(bytes)?,
             dev: stat.st_dev,
             ino: stat.st_ino,
+            directory: true,
         })
     }
 
-    /// Opens the path again, links refused, and checks it is still the same directory.
+    /// The file `file` refers to, as the kernel names it now.
+    pub(crate) fn of_file(file: BorrowedFd<'_>) -> io::Result<Self> {
+        let mut located = Self::of(file)?;
+        located.directory = false;
+        Ok(located)
+    }
+
+    /// Opens the path again, links refused, and checks it is still the same directory (or file).
     fn reopen(&self) -> io::Result<OwnedFd> {
+        let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if self.directory {
+            flags |= OFlags::DIRECTORY;
+        }
         let fd = rustix::fs::openat2(
             rustix::fs::CWD,
             self.path.as_c_str(),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            flags,
             Mode::empty(),
             ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )?;
@@ -81,6 +94,9 @@ pub(crate) struct Mounts {
     /// One slot per writable directory for its detached copy, made by the parent so that the
     /// child allocates nothing.
     pub copies: Vec<Option<OwnedFd>>,
+    /// A file to bind read-only over `/etc/resolv.conf` (transparent TCP: it names the
+    /// process's own DNS responder), when `/etc/resolv.conf` exists.
+    pub resolv_conf: Option<Located>,
 }
 
 impl Mounts {
@@ -93,6 +109,7 @@ impl Mounts {
             read_only,
             cwd,
             copies,
+            resolv_conf: None,
         }
     }
 
@@ -101,7 +118,8 @@ impl Mounts {
     /// the new PID namespace (it shows the process's own processes only); makes the whole
     /// tree read-only, so that nothing outside the writable directories can be changed, not
     /// its contents, not its modes, owners or times; puts the writable copies back over their
-    /// directories and the read-only binds over theirs; enters the working directory again.
+    /// directories and the read-only binds over theirs; binds the process's own `resolv.conf`
+    /// (transparent TCP); enters the working directory again.
     /// `set_attr` applies a `mount_attr` to a tree (`mount_setattr`). Only system calls on
     /// memory prepared by the parent: nothing allocates.
     pub(crate) fn apply(
@@ -141,10 +159,34 @@ impl Mounts {
             set_read_only(tree.as_fd(), false)?;
             put(&tree, &target)?;
         }
+        if let Some(file) = &self.resolv_conf {
+            bind_resolv_conf(file, &set_read_only)?;
+        }
         let cwd = self.cwd.reopen()?;
         rustix::process::fchdir(&cwd)?;
         Ok(())
     }
+}
+
+/// Binds `file` read-only over `/etc/resolv.conf` (through a link, where it is one); without
+/// an `/etc/resolv.conf` the C library asks 127.0.0.1 already.
+fn bind_resolv_conf(
+    file: &Located,
+    set_read_only: &impl Fn(BorrowedFd<'_>, bool) -> io::Result<()>,
+) -> io::Result<()> {
+    let target = match rustix::fs::open(
+        c"/etc/resolv.conf",
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(target) => target,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let source = file.reopen()?;
+    let tree = copy_tree(&source, false)?;
+    set_read_only(tree.as_fd(), false)?;
+    put(&tree, &target)
 }
 
 /// A detached copy of the mount tree at `target` (with what is mounted below it when

@@ -5,6 +5,7 @@
 
 pub(crate) mod servers;
 mod tools;
+mod transparent;
 
 use std::collections::HashMap;
 use std::sync::Arc;

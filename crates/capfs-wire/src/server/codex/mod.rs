@@ -38,6 +38,8 @@ const CAPABILITIES: &[(&str, bool)] = &[
     // Served when processes' network is held (`ProcessesInfo::managed_network`).
     ("networkProxyLaunch", false),
     ("networkProxyReviewDomains", false),
+    // Served when processes get transparent TCP (`ProcessesInfo::transparent_tcp`).
+    ("networkProxyTransparentTcp", false),
     ("credentialMasking", false),
     ("credentialMaskingCustomProviders", false),
     ("httpHeaderEnvVars", false),
@@ -74,6 +76,9 @@ pub(crate) fn environment_info(
                 // codex sends its managed network only to an executor that says it holds it.
                 let served = match *name {
                     "networkProxyLaunch" => processes.as_ref().is_some_and(|p| p.managed_network),
+                    "networkProxyTransparentTcp" => {
+                        processes.as_ref().is_some_and(|p| p.transparent_tcp)
+                    }
                     _ => *served,
                 };
                 ((*name).to_string(), served)

@@ -117,6 +117,7 @@ pub(crate) async fn start(call: Call<'_>, p: StartParams) -> Result<Payload, Err
         p.enforce_managed_network,
         p.network_proxy.as_ref(),
         attached.server.imp.holds_egress_narrowing(),
+        attached.server.imp.serves_transparent_tcp(),
     )
     .map_err(|m| invalid_input(INVALID_PARAMS, format!("managed network: {m}")))?;
     let base = super::env::base(&cwd.to_string(), p.tty);

@@ -15,6 +15,7 @@ pub(crate) fn narrowing(
     enforce: bool,
     launch: Option<&NetworkProxyLaunch>,
     holdable: bool,
+    transparent: bool,
 ) -> Result<Option<EgressNarrowing>, String> {
     if !enforce && launch.is_none() {
         return Ok(None);
@@ -31,10 +32,11 @@ pub(crate) fn narrowing(
         // codex: enforced with no proxy details, the executor fails closed.
         return Ok(Some(nothing));
     };
-    if launch.transparent_tcp {
+    // Served for every process when the operator turned it on, so asking changes nothing.
+    if launch.transparent_tcp && !transparent {
         return Err(
-            "transparent TCP is not served: tools reach the network through \
-                    HTTP_PROXY and ALL_PROXY"
+            "transparent TCP is not served here (the operator's --exec-transparent-tcp): \
+                    tools reach the network through HTTP_PROXY and ALL_PROXY"
                 .into(),
         );
     }
@@ -105,27 +107,30 @@ mod tests {
 
     #[test]
     fn domains_become_a_narrowing_and_what_cannot_be_held_is_refused() {
-        assert_eq!(narrowing(false, None, false), Ok(None));
-        assert!(narrowing(true, None, false).is_err());
-        let closed = narrowing(true, None, true).unwrap().unwrap();
+        assert_eq!(narrowing(false, None, false, false), Ok(None));
+        assert!(narrowing(true, None, false, false).is_err());
+        let closed = narrowing(true, None, true, false).unwrap().unwrap();
         assert_eq!(closed.allow, Some(Vec::new()));
         let l = launch(
             serde_json::json!({"proxy": {"enabled": true, "mode": "full",
             "domains": {"**.pypi.org": "allow", "evil.pypi.org": "deny", "a b": "allow"}}}),
         );
-        let n = narrowing(true, Some(&l), true).unwrap().unwrap();
+        let n = narrowing(true, Some(&l), true, false).unwrap().unwrap();
         let allowed: Vec<String> = n.allow.unwrap().iter().map(ToString::to_string).collect();
         assert_eq!(allowed, ["pypi.org:*", "*.pypi.org:*"]);
         assert_eq!(n.deny[0].to_string(), "evil.pypi.org:*");
         let star =
             launch(serde_json::json!({"proxy": {"enabled": true, "domains": {"*": "allow"}}}));
         assert_eq!(
-            narrowing(false, Some(&star), true).unwrap().unwrap().allow,
+            narrowing(false, Some(&star), true, false)
+                .unwrap()
+                .unwrap()
+                .allow,
             None
         );
         let limited = launch(serde_json::json!({"proxy": {"enabled": true, "mode": "limited"}}));
         assert!(
-            narrowing(false, Some(&limited), true)
+            narrowing(false, Some(&limited), true, false)
                 .unwrap()
                 .unwrap()
                 .read_only
@@ -138,9 +143,13 @@ mod tests {
             serde_json::json!({"proxy": {"enabled": true, "domains": {"a b": "deny"}}}),
         ] {
             assert!(
-                narrowing(true, Some(&launch(refused.clone())), true).is_err(),
+                narrowing(true, Some(&launch(refused.clone())), true, false).is_err(),
                 "{refused}"
             );
         }
+        // Transparent TCP: held where the operator serves it.
+        let transparent =
+            launch(serde_json::json!({"proxy": {"enabled": true}, "transparentTcp": true}));
+        assert!(narrowing(true, Some(&transparent), true, true).is_ok());
     }
 }

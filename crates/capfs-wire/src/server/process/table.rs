@@ -131,6 +131,7 @@ pub(crate) fn info(imp: &dyn ExecutorProcesses) -> ProcessesInfo {
         served,
         confinement,
         managed_network: served && imp.holds_egress_narrowing(),
+        transparent_tcp: served && imp.holds_egress_narrowing() && imp.serves_transparent_tcp(),
     }
 }
 

@@ -8,7 +8,14 @@
 //! one process's connections. Names are resolved outside the process, by capfs; an address a
 //! name resolves to in a loopback, private, link-local or metadata range is refused unless a
 //! rule lists that range.
+//!
+//! With transparent TCP ([`EgressPolicy::with_transparent_tcp`]) a process also gets a DNS
+//! responder (`dns.rs`) that gives allowed names addresses of [`SYNTHETIC_RANGE`] and asks no
+//! one, and listeners on the allowed ports that receive every IPv4 connection of the process
+//! (every such address is local to its namespace); `transparent.rs` maps the address dialled
+//! back to its name and goes on as the proxies do (`relay.rs`).
 
+mod dns;
 mod hello;
 mod proxy;
 mod relay;
@@ -16,11 +23,12 @@ mod rules;
 mod session;
 mod sni;
 mod socks;
+mod transparent;
 mod web;
 
 use std::fmt;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -35,6 +43,19 @@ use rules::Target;
 pub const HTTP_PROXY_PORT: u16 = 3128;
 /// The port of the SOCKS5 proxy inside a process's network namespace.
 pub const SOCKS_PROXY_PORT: u16 = 1080;
+
+/// Where the DNS responder of transparent TCP listens inside a process's network namespace
+/// (UDP port 53): the C library's resolver when `/etc/resolv.conf` names no server, and what
+/// the process's `/etc/resolv.conf` names.
+pub const DNS_ADDRESS: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
+/// The most ports transparent TCP listens on (80, 443 and the ports of the allow rules).
+pub const MAX_TRANSPARENT_PORTS: usize = 32;
+
+/// The range the DNS responder of transparent TCP answers allowed names from (198.18.0.0/15,
+/// reserved for benchmarking, RFC 2544): its addresses exist only inside a process's own
+/// network namespace, where every IPv4 address is local.
+pub const SYNTHETIC_RANGE: (Ipv4Addr, u8) = (Ipv4Addr::new(198, 18, 0, 0), 15);
 
 /// Resolves host names for the proxy, outside the processes.
 #[async_trait]
@@ -168,6 +189,7 @@ pub struct EgressPolicy {
     pub(crate) max_connections: usize,
     pub(crate) max_bytes: u64,
     pub(crate) audit: Option<AuditLog>,
+    pub(crate) transparent: bool,
 }
 
 impl Default for EgressPolicy {
@@ -180,6 +202,7 @@ impl Default for EgressPolicy {
             max_connections: 64,
             max_bytes: 4 << 30,
             audit: None,
+            transparent: false,
         }
     }
 }
@@ -275,6 +298,36 @@ impl EgressPolicy {
         self
     }
 
+    /// Transparent TCP: besides its proxies, each process gets a DNS responder on its own
+    /// loopback that answers the names the policy allows with addresses of its own
+    /// ([`SYNTHETIC_RANGE`]), and every IPv4 address of its network namespace is local, so that
+    /// a tool that ignores the proxy variables and connects to such an address on an allowed
+    /// port reaches capfs, which decides it as it decides a `CONNECT` to the name.
+    pub fn with_transparent_tcp(mut self) -> Self {
+        self.transparent = true;
+        self
+    }
+
+    /// Whether transparent TCP is on.
+    pub fn transparent_tcp(&self) -> bool {
+        self.transparent
+    }
+
+    /// The ports transparent TCP listens on: 80, 443 and every port an allow rule names (a
+    /// rule for every port adds none), less the proxies' own; sorted.
+    pub fn transparent_ports(&self) -> Vec<u16> {
+        let mut ports = vec![80, 443];
+        for rule in &self.allow {
+            if let rules::Ports::One(port) = rule.ports {
+                ports.push(port);
+            }
+        }
+        ports.retain(|p| ![HTTP_PROXY_PORT, SOCKS_PROXY_PORT].contains(p));
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
     /// Whether the policy allows anything: a policy with no allow rule is no egress at all.
     pub fn is_on(&self) -> bool {
         !self.allow.is_empty()
@@ -294,18 +347,8 @@ impl EgressPolicy {
         narrowing: &EgressNarrowing,
     ) -> Result<Vec<SocketAddr>, String> {
         let target = Target::parse(host).ok_or("not a host name or an IP address")?;
+        self.admits(&target, port, narrowing)?;
         let denied = self.deny.iter().chain(&narrowing.deny);
-        if denied.clone().any(|r| r.covers(&target, port)) {
-            return Err("denied".into());
-        }
-        let allowed = self.allow.iter().any(|r| r.covers(&target, port))
-            && narrowing
-                .allow
-                .as_ref()
-                .is_none_or(|rules| rules.iter().any(|r| r.covers(&target, port)));
-        if !allowed {
-            return Err("not allowed".into());
-        }
         let name = match target {
             Target::Address(addr) => return Ok(vec![SocketAddr::new(addr, port)]),
             Target::Name(name) => name,
@@ -341,6 +384,38 @@ impl EgressPolicy {
             });
         }
         Ok(kept)
+    }
+
+    /// The rules alone, before any name is resolved: whether `target` on `port` is allowed
+    /// under `narrowing`, or why not.
+    fn admits(
+        &self,
+        target: &Target,
+        port: u16,
+        narrowing: &EgressNarrowing,
+    ) -> Result<(), String> {
+        let denied = self.deny.iter().chain(&narrowing.deny);
+        if denied.clone().any(|r| r.covers(target, port)) {
+            return Err("denied".into());
+        }
+        let allowed = self.allow.iter().any(|r| r.covers(target, port))
+            && narrowing
+                .allow
+                .as_ref()
+                .is_none_or(|rules| rules.iter().any(|r| r.covers(target, port)));
+        if !allowed {
+            return Err("not allowed".into());
+        }
+        Ok(())
+    }
+
+    /// Whether the DNS responder of transparent TCP answers `name` (normalised): the rules
+    /// admit it on one of `ports`. Nothing is resolved.
+    pub(crate) fn answers(&self, name: &str, ports: &[u16], narrowing: &EgressNarrowing) -> bool {
+        let target = Target::Name(name.to_string());
+        ports
+            .iter()
+            .any(|port| self.admits(&target, *port, narrowing).is_ok())
     }
 }
 

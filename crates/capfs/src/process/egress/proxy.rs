@@ -4,14 +4,16 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::AbortHandle;
 
 use super::session::{Line, Session};
 use super::{EgressNarrowing, EgressPolicy};
+use crate::process::listen::Listeners;
 
 /// A process's running proxy; [`close`](Self::close) (or a drop) ends its listeners and cuts
 /// every connection.
@@ -36,12 +38,19 @@ impl Drop for Proxy {
 enum Kind {
     Http,
     Socks,
+    Transparent,
+}
+
+fn tcp(fd: OwnedFd) -> io::Result<TcpListener> {
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(true)?;
+    TcpListener::from_std(listener)
 }
 
 impl Proxy {
-    /// Serves `listeners` (HTTP, SOCKS) for the process `pid` under `policy` and `narrowing`.
+    /// Serves `listeners` for the process `pid` under `policy` and `narrowing`.
     pub(crate) fn start(
-        listeners: [OwnedFd; 2],
+        listeners: Listeners,
         policy: Arc<EgressPolicy>,
         narrowing: EgressNarrowing,
         pid: u32,
@@ -51,22 +60,34 @@ impl Proxy {
         let session = Arc::new(Session {
             open: Arc::new(Semaphore::new(max)),
             left: AtomicU64::new(policy.max_bytes),
+            names: Mutex::default(),
+            ports: policy.transparent_ports(),
             policy,
             narrowing,
             pid,
         });
         let (cut, _) = watch::channel(false);
-        let mut ready = Vec::new();
-        for fd in listeners {
-            let listener = std::net::TcpListener::from(fd);
-            listener.set_nonblocking(true)?;
-            ready.push(TcpListener::from_std(listener)?);
+        let mut ready = vec![
+            (tcp(listeners.http)?, Kind::Http),
+            (tcp(listeners.socks)?, Kind::Socks),
+        ];
+        let mut dns = None;
+        if let Some((udp, ports)) = listeners.transparent {
+            let udp = std::net::UdpSocket::from(udp);
+            udp.set_nonblocking(true)?;
+            dns = Some(UdpSocket::from_std(udp)?);
+            for fd in ports {
+                ready.push((tcp(fd)?, Kind::Transparent));
+            }
         }
-        // Only once both are ready: a failure leaves no task behind.
+        // Only once all are ready: a failure leaves no task behind.
         let mut tasks = Vec::new();
-        for (listener, kind) in ready.into_iter().zip([Kind::Http, Kind::Socks]) {
+        for (listener, kind) in ready {
             let task = tokio::spawn(accept(listener, kind, session.clone(), cut.subscribe()));
             tasks.push(task.abort_handle());
+        }
+        if let Some(dns) = dns {
+            tasks.push(tokio::spawn(super::dns::serve(dns, session.clone())).abort_handle());
         }
         Ok(Self {
             tasks,
@@ -86,7 +107,7 @@ impl Proxy {
     ) -> io::Result<Option<Self>> {
         match (ours, policy) {
             (Some(ours), Some(policy)) => {
-                let listeners = crate::process::listen::receive(&ours)?;
+                let listeners = crate::process::listen::receive(&ours, &policy)?;
                 Self::start(listeners, policy, narrowing, pid).map(Some)
             }
             _ => Ok(None),
@@ -142,6 +163,7 @@ impl Kind {
         match self {
             Kind::Http => "http",
             Kind::Socks => "socks5",
+            Kind::Transparent => "transparent",
         }
     }
 }
@@ -162,6 +184,7 @@ async fn serve(
         match kind {
             Kind::Http => super::web::serve(stream, &session, &mut line).await,
             Kind::Socks => super::socks::serve(stream, &session, &mut line).await,
+            Kind::Transparent => super::transparent::serve(stream, &session, &mut line).await,
         }
     };
     let was_cut = tokio::select! {

@@ -1,9 +1,10 @@
 //! What one process's connections share: the policy, the bounds, the connections out, and
 //! the audit line each connection writes.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -24,6 +25,43 @@ pub(crate) struct Session {
     pub(super) open: Arc<Semaphore>,
     /// Bytes its connections may still carry, both ways.
     pub(super) left: AtomicU64,
+    /// The names its DNS responder answered, by the address it gave (transparent TCP).
+    pub(super) names: Mutex<Synthetic>,
+    /// The ports transparent TCP listens on, which the names it answers must be allowed on.
+    pub(super) ports: Vec<u16>,
+}
+
+/// The most names one process's DNS responder gives an address to.
+const MAX_NAMES: u32 = 4096;
+
+/// The addresses of [`super::SYNTHETIC_RANGE`] given to names, one per name, for one process.
+#[derive(Debug, Default)]
+pub(crate) struct Synthetic {
+    by_name: HashMap<String, Ipv4Addr>,
+    by_address: HashMap<Ipv4Addr, String>,
+}
+
+impl Synthetic {
+    /// The address of `name`, given now if it had none; `None` once [`MAX_NAMES`] are given.
+    pub(crate) fn address_of(&mut self, name: &str) -> Option<Ipv4Addr> {
+        if let Some(addr) = self.by_name.get(name) {
+            return Some(*addr);
+        }
+        let given = u32::try_from(self.by_name.len()).ok()?;
+        if given >= MAX_NAMES {
+            return None;
+        }
+        // From 198.18.0.1 on: never the range's first address.
+        let addr = Ipv4Addr::from(u32::from(super::SYNTHETIC_RANGE.0) + 1 + given);
+        self.by_name.insert(name.to_string(), addr);
+        self.by_address.insert(addr, name.to_string());
+        Some(addr)
+    }
+
+    /// The name `addr` was given to, if any.
+    pub(crate) fn name_of(&self, addr: Ipv4Addr) -> Option<&str> {
+        self.by_address.get(&addr).map(String::as_str)
+    }
 }
 
 impl Session {

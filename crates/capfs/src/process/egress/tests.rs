@@ -163,3 +163,45 @@ fn a_policy_file_names_its_bad_line() {
             .is_ok()
     );
 }
+
+#[test]
+fn transparent_tcp_listens_on_the_rules_ports_and_answers_the_names_they_admit() {
+    let p = policy(
+        "allow a.test\nallow b.test:8080\nallow *.c.test:*\nallow d.test:3128\nallow 10.0.0.0/8:22\ndeny bad.c.test:*",
+    )
+    .with_transparent_tcp();
+    assert!(p.transparent_tcp());
+    assert_eq!(p.transparent_ports(), [22, 80, 443, 8080]);
+    let ports = p.transparent_ports();
+    let all = EgressNarrowing::default();
+    for name in ["a.test", "b.test", "x.c.test"] {
+        assert!(p.answers(name, &ports, &all), "{name}");
+    }
+    // Denied, not listed, listed on a port it does not listen on only, or an address.
+    for name in ["bad.c.test", "c.test", "other.test", "d.test"] {
+        assert!(!p.answers(name, &ports, &all), "{name}");
+    }
+    let narrowed =
+        EgressNarrowing::new(Some(vec![HostRule::parse("a.test").expect("rule")]), vec![]);
+    assert!(p.answers("a.test", &ports, &narrowed));
+    assert!(!p.answers("b.test", &ports, &narrowed));
+}
+
+#[test]
+fn the_synthetic_addresses_are_one_per_name_and_bounded() {
+    let mut names = super::session::Synthetic::default();
+    let a = names.address_of("a.test").expect("given");
+    assert_eq!(a, std::net::Ipv4Addr::new(198, 18, 0, 1));
+    assert_eq!(names.address_of("a.test"), Some(a));
+    let b = names.address_of("b.test").expect("given");
+    assert_ne!(a, b);
+    assert_eq!(names.name_of(b), Some("b.test"));
+    for n in 2..4096 {
+        assert!(names.address_of(&format!("n{n}.test")).is_some());
+    }
+    assert_eq!(names.address_of("one-too-many.test"), None);
+    assert_eq!(names.address_of("a.test"), Some(a));
+    assert!(super::transparent::is_synthetic(
+        names.address_of("n4095.test").expect("given")
+    ));
+}
