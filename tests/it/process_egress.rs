@@ -117,6 +117,15 @@ async fn a_command_reaches_an_allowed_name_through_capfs_serve_and_is_audited() 
     assert_eq!(egress[1]["reason"], "denied");
 }
 
+/// A connection's `initialize` answer (the peer, left at the handshake, and the answer).
+async fn initialize(url: &str) -> (crate::serve::RawPeer, serde_json::Value) {
+    let mut peer = crate::serve::RawPeer::connect(url).await;
+    let reply = peer
+        .request("initialize", serde_json::json!({"clientName": "c"}))
+        .await;
+    (peer, reply)
+}
+
 fn codex_start(
     ws: &std::path::Path,
     id: &str,
@@ -155,6 +164,13 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
     args.extend(["--exec-resolve".into(), format!("c.test:{port}:127.0.0.28")]);
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let server = ServerProcess::start_with(&args, &[]).await;
+    // codex keeps the capabilities `initialize` gives and checks them before it sends a
+    // managed network: they must say what environment/info says.
+    let (_first, init) = initialize(&server.url).await;
+    assert_eq!(
+        init["result"]["environmentInfo"]["capabilities"]["networkProxyLaunch"], true,
+        "{init}"
+    );
     let mut peer = Peer::ready(&server.url).await;
     let info = peer
         .request("environment/info", serde_json::json!({}))
@@ -232,6 +248,11 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         "all".as_ref(),
     ];
     let server = ServerProcess::start_with(&args, &[]).await;
+    let (_first, init) = initialize(&server.url).await;
+    assert_eq!(
+        init["result"]["environmentInfo"]["capabilities"]["networkProxyLaunch"], false,
+        "{init}"
+    );
     let mut peer = Peer::ready(&server.url).await;
     let info = peer
         .request("environment/info", serde_json::json!({}))
