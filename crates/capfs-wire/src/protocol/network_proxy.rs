@@ -32,7 +32,8 @@ pub struct RemoteNetworkProxy {
     /// A SOCKS5 listener beside the HTTP one (capfs always has one).
     #[serde(default)]
     pub enable_socks5: bool,
-    /// UDP through SOCKS5 (capfs has none: refused when asked).
+    /// UDP through SOCKS5 (capfs has none: UDP ASSOCIATE is refused, so asking for it only
+    /// narrows).
     #[serde(default)]
     pub enable_socks5_udp: bool,
     /// Chain to an upstream proxy (ignored: capfs connects itself).

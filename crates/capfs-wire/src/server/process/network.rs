@@ -38,10 +38,10 @@ pub(crate) fn narrowing(
                 .into(),
         );
     }
+    // `enableSocks5Udp` (on in codex's default configuration) is taken as a narrowing too:
+    // the SOCKS5 proxy answers UDP ASSOCIATE with "command not supported", so UDP stays
+    // unreachable, which is less than codex allows, never more.
     let proxy = &launch.proxy;
-    if proxy.enable_socks5_udp {
-        return Err("UDP through SOCKS5 is not served".into());
-    }
     let unix = proxy.unix_sockets.as_ref().is_some_and(|u| match u {
         serde_json::Value::Null => false,
         serde_json::Value::Object(map) => !map.is_empty(),
@@ -123,6 +123,13 @@ mod tests {
             narrowing(false, Some(&star), true).unwrap().unwrap().allow,
             None
         );
+        // codex's default configuration asks for UDP through SOCKS5: held by serving none.
+        let udp = launch(
+            serde_json::json!({"proxy": {"enabled": true, "enableSocks5Udp": true,
+            "domains": {"a.test": "allow"}}}),
+        );
+        let n = narrowing(true, Some(&udp), true).unwrap().unwrap();
+        assert_eq!(n.allow.unwrap()[0].to_string(), "a.test:*");
         let limited = launch(serde_json::json!({"proxy": {"enabled": true, "mode": "limited"}}));
         assert!(
             narrowing(false, Some(&limited), true)
@@ -133,7 +140,6 @@ mod tests {
         for refused in [
             serde_json::json!({"proxy": {"enabled": true}, "transparentTcp": true}),
             serde_json::json!({"proxy": {"enabled": true, "mode": "sideways"}}),
-            serde_json::json!({"proxy": {"enabled": true, "enableSocks5Udp": true}}),
             serde_json::json!({"proxy": {"enabled": true, "unixSockets": {"/run/x": "allow"}}}),
             serde_json::json!({"proxy": {"enabled": true, "domains": {"a b": "deny"}}}),
         ] {
