@@ -62,7 +62,7 @@ function queryName(msg) {
 
 // A free 127.0.0.x address for `port` (0: any port), tried from a random start so that
 // concurrent runs do not meet; resolves with the listening server.
-async function listenSomewhere(server, port, taken) {
+export async function listenSomewhere(server, port, taken) {
   const start = crypto.randomInt(40, 240);
   for (let i = 0; i < 200; i++) {
     const ip = `127.0.0.${40 + ((start - 40 + i) % 200)}`;
