@@ -11,11 +11,12 @@
 // and /etc/resolv.conf names the harness's DNS counter on another; capfs is given its names by
 // `--exec-resolve` besides (the hosts file answers only the name the case wants resolved "as
 // DNS would", rebind.test).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -83,6 +84,22 @@ export async function listenSomewhere(server, port, taken) {
   throw new Error('no free 127.0.0.x address');
 }
 
+// An HTTPS server (never listening: the front hands it its connections) answering `answer()`
+// with a certificate for allowed.test made by openssl; null without openssl.
+function allowedTls(base, answer) {
+  const dir = path.join(base, 'tls');
+  fs.mkdirSync(dir);
+  const key = path.join(dir, 'key.pem');
+  const cert = path.join(dir, 'cert.pem');
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2',
+      '-subj', '/CN=allowed.test', '-addext', 'subjectAltName=DNS:allowed.test'], { stdio: 'ignore' });
+  } catch {
+    return null;
+  }
+  return https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) => res.end(answer()));
+}
+
 // The egress servers, each counting what reached it, and the hosts and resolv.conf files the
 // executors' mount namespaces are given.
 export async function egressServers(base) {
@@ -106,14 +123,27 @@ export async function egressServers(base) {
   });
   servers.push(allowed);
   const allowedIp = await listenSomewhere(allowed, 0, taken);
-  // On 443 of the same address: a front that routes by server name, counting ClientHellos that
-  // name another host.
+  // On 443 of the same address: a front that routes by server name, as a CDN does. A
+  // ClientHello naming another host than allowed.test is counted (and would have been routed
+  // there); one naming allowed.test is answered over TLS with a certificate for that name, when
+  // openssl is here to make one.
+  const tls = allowedTls(base, () => {
+    counts.egress_allowed += 1;
+    return `${body}\n`;
+  });
+  if (tls) servers.push(tls);
   const front = net.createServer((c) => {
     c.on('error', () => {});
     c.once('data', (d) => {
+      c.pause();
       const name = serverName(d);
       if (name && name !== 'allowed.test') counts.egress_fronted += 1;
-      c.destroy();
+      if (name !== 'allowed.test' || !tls) {
+        c.destroy();
+        return;
+      }
+      c.unshift(d);
+      tls.emit('connection', c);
     });
   });
   servers.push(front);
@@ -173,6 +203,7 @@ export async function egressServers(base) {
     LITERAL_PORT: port(literal),
     LITERAL_DECIMAL: String(literalIp.split('.').reduce((n, b) => n * 256 + Number(b), 0)),
     DNS_IP: dnsIp,
+    ALLOWED_TLS: tls ? 'yes' : undefined,
   };
   const close = () => {
     for (const s of servers) s.close();
