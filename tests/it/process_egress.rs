@@ -185,7 +185,7 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         "enabled": true, "enableSocks5": true, "enableSocks5Udp": false,
         "allowUpstreamProxy": false, "dangerouslyAllowAllUnixSockets": false, "mode": "full",
         "domains": {"a.test": "allow", "b.test": "deny", "**.c.test": "allow"},
-        "unixSockets": null, "allowLocalBinding": false}}});
+        "unixSockets": null, "allowLocalBinding": true}}});
     let reply = peer
         .request("process/start", codex_start(&ws, "m", &script, network))
         .await;
@@ -198,9 +198,21 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
             "managed\ncapfs egress: b.test:{port}: denied\ncapfs egress: c.test:{port}: not allowed\n"
         )
     );
+    // codex's default, allowLocalBinding off: no loopback address, not even the operator's pin.
+    let no_local = serde_json::json!({"enforceManagedNetwork": true, "networkProxy": {"proxy": {
+        "enabled": true, "mode": "full", "domains": {"a.test": "allow"}}}});
+    let reply = peer
+        .request("process/start", codex_start(&ws, "o", &script, no_local))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let told = until_closed(&mut peer, "o").await;
+    let out = String::from_utf8_lossy(&told.stdout);
+    assert!(out.contains("allowLocalBinding is off"), "{out}");
+    assert!(!out.lines().any(|l| l == "managed"), "{out}");
+    assert_eq!(out.matches("allowLocalBinding is off").count(), 1, "{out}");
     // codex's limited mode: reading only, no tunnel.
     let limited = serde_json::json!({"networkProxy": {"proxy": {"enabled": true,
-        "mode": "limited", "domains": {"a.test": "allow"}}}});
+        "mode": "limited", "domains": {"a.test": "allow"}, "allowLocalBinding": true}}});
     let reading = format!(
         "curl -sS http://a.test:{port}/; curl -sS -X POST http://a.test:{port}/; \
          curl -sS -x socks5h://127.0.0.1:1080 http://a.test:{port}/; echo socks rc=$?"

@@ -52,7 +52,8 @@ pub struct RemoteNetworkProxy {
     /// UNIX sockets by path (refused when any is asked for).
     #[serde(default)]
     pub unix_sockets: Option<serde_json::Value>,
-    /// Binding local ports (capfs's processes bind none: ignored, never widened).
+    /// Loopback and private destinations (codex's proxy refuses them unless this is on; off,
+    /// capfs refuses them too, even where the operator pins or lists them).
     #[serde(default)]
     pub allow_local_binding: bool,
 }

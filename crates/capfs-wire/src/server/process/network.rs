@@ -79,11 +79,16 @@ pub(crate) fn narrowing(
             (other, _) => return Err(format!("{other:?} is not allow or deny")),
         }
     }
-    let narrowing = EgressNarrowing::new((!everything).then_some(allow), deny);
-    Ok(Some(match read_only {
-        true => narrowing.read_only(),
-        false => narrowing,
-    }))
+    let mut narrowing = EgressNarrowing::new((!everything).then_some(allow), deny);
+    if read_only {
+        narrowing = narrowing.read_only();
+    }
+    // codex's proxy refuses loopback and private destinations unless `allowLocalBinding`:
+    // held the same way, whatever the operator pins or lists.
+    if !proxy.allow_local_binding {
+        narrowing = narrowing.without_local();
+    }
+    Ok(Some(narrowing))
 }
 
 /// codex's domain pattern as host rules on every port: `**.x` is `x` and every name below it.
@@ -129,7 +134,16 @@ mod tests {
             "domains": {"a.test": "allow"}}}),
         );
         let n = narrowing(true, Some(&udp), true).unwrap().unwrap();
+        assert!(n.local_refused, "allowLocalBinding is off by default");
         assert_eq!(n.allow.unwrap()[0].to_string(), "a.test:*");
+        let local = launch(serde_json::json!({"proxy": {"enabled": true,
+            "allowLocalBinding": true}}));
+        assert!(
+            !narrowing(true, Some(&local), true)
+                .unwrap()
+                .unwrap()
+                .local_refused
+        );
         let limited = launch(serde_json::json!({"proxy": {"enabled": true, "mode": "limited"}}));
         assert!(
             narrowing(false, Some(&limited), true)
