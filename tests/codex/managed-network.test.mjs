@@ -30,6 +30,9 @@ const PROFILE = [
   '[permissions.workspace.network]',
   'enabled = true',
   'mode = "full"',
+  // The test's hosts are on loopback: off (codex's default), capfs refuses them as codex's own
+  // proxy would.
+  'allow_local_binding = true',
   '[permissions.workspace.network.domains]',
   '"allowed.test" = "allow"',
   '"denied.test" = "deny"',
