@@ -43,10 +43,11 @@ export function workspaceWriteSandbox(root) {
 }
 
 // One executor over the exec-server protocol. `launch(network, roots)` starts a server for
-// that policy and layout; `sandbox` is what each process/start carries.
-class WireTarget {
-  constructor(name, { launch, sandbox, headers, rootOwner }) {
-    Object.assign(this, { name, launch, sandbox, headers, rootOwner, servers: new Map(), next: 0 });
+// that policy and layout; `sandbox` is what each process/start carries, and `managed` the
+// managed network fields (`enforceManagedNetwork`, `networkProxy`) when the target has one.
+export class WireTarget {
+  constructor(name, { launch, sandbox, headers, rootOwner, managed }) {
+    Object.assign(this, { name, launch, sandbox, headers, rootOwner, managed, servers: new Map(), next: 0 });
   }
 
   // The server for a case's policy and layout, started (or restarted, if a case killed it)
@@ -107,6 +108,7 @@ class WireTarget {
         sandbox: this.sandbox(vars),
         enforceManagedNetwork: false,
         managedNetwork: null,
+        ...this.managed?.(vars),
       });
       if (reply.error) return { refused: reply.error.message };
       let asked = false;

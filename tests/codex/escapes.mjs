@@ -91,9 +91,10 @@ export async function play(target, c, f) {
   return { outcome: 'held' };
 }
 
-// Every case on every target, the cases marked `last` after the others.
-export async function playAll(targets, f, { only } = {}) {
-  const cases = TABLE.cases.filter((c) => !only || only.test(c.name));
+// Every case of `table` (the process table unless told) on every target, the cases marked
+// `last` after the others.
+export async function playAll(targets, f, { only, table = TABLE } = {}) {
+  const cases = table.cases.filter((c) => !only || only.test(c.name));
   const ordered = [...cases.filter((c) => !c.last), ...cases.filter((c) => c.last)];
   const results = new Map(ordered.map((c) => [c.name, {}]));
   for (const target of targets) {

@@ -189,12 +189,13 @@ export async function serveInGroup(bin, args, { cwd, env = {} } = {}) {
 
 // One `codex exec` turn in `cwd` with `sandbox` mode, against the executor at `executor`, by
 // the codex wrapper `bin` (the first pinned package's unless told). With `environments` (the text of `environments.toml`) instead of `executor`, codex starts its
-// executors as that file says. `config` (TOML lines) is added to its config.toml, `env` to its
-// environment.
-export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt, bin = CODEX_BIN, config = [], env: extraEnv = {} }) {
+// executors as that file says. `config` (TOML lines) is added to its config.toml after the
+// provider's table, `top` (TOML lines) before it, at the top level; `env` to its environment.
+export async function codexExec({ home, model, executor, environments, cwd, sandbox, prompt, bin = CODEX_BIN, config = [], top = [], env: extraEnv = {} }) {
   fs.writeFileSync(
     path.join(home, 'config.toml'),
     [
+      ...top,
       `model = "${MODEL}"`,
       'model_provider = "scripted"',
       '[model_providers.scripted]',
@@ -209,7 +210,9 @@ export async function codexExec({ home, model, executor, environments, cwd, sand
   if (executor) env.CODEX_EXEC_SERVER_URL = executor;
   if (environments) fs.writeFileSync(path.join(home, 'environments.toml'), environments);
   delete env.OPENAI_API_KEY;
-  const child = spawn(process.execPath, [bin, 'exec', '--skip-git-repo-check', '-s', sandbox, prompt], {
+  // No `sandbox`: no `-s`, the permission profile of the config decides.
+  const sandboxArgs = sandbox ? ['-s', sandbox] : [];
+  const child = spawn(process.execPath, [bin, 'exec', '--skip-git-repo-check', ...sandboxArgs, prompt], {
     cwd,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -122,6 +122,15 @@ async fn a_command_reaches_an_allowed_name_through_capfs_serve_and_is_audited() 
     assert_eq!(egress[1]["reason"], "denied");
 }
 
+/// A connection's `initialize` answer (the peer, left at the handshake, and the answer).
+async fn initialize(url: &str) -> (crate::serve::RawPeer, serde_json::Value) {
+    let mut peer = crate::serve::RawPeer::connect(url).await;
+    let reply = peer
+        .request("initialize", serde_json::json!({"clientName": "c"}))
+        .await;
+    (peer, reply)
+}
+
 fn codex_start(
     ws: &std::path::Path,
     id: &str,
@@ -160,6 +169,13 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
     args.extend(["--exec-resolve".into(), format!("c.test:{port}:127.0.0.28")]);
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let server = ServerProcess::start_with(&args, &[]).await;
+    // codex keeps the capabilities `initialize` gives and checks them before it sends a
+    // managed network: they must say what environment/info says.
+    let (_first, init) = initialize(&server.url).await;
+    assert_eq!(
+        init["result"]["environmentInfo"]["capabilities"]["networkProxyLaunch"], true,
+        "{init}"
+    );
     let mut peer = Peer::ready(&server.url).await;
     let info = peer
         .request("environment/info", serde_json::json!({}))
@@ -174,7 +190,7 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         "enabled": true, "enableSocks5": true, "enableSocks5Udp": false,
         "allowUpstreamProxy": false, "dangerouslyAllowAllUnixSockets": false, "mode": "full",
         "domains": {"a.test": "allow", "b.test": "deny", "**.c.test": "allow"},
-        "unixSockets": null, "allowLocalBinding": false}}});
+        "unixSockets": null, "allowLocalBinding": true}}});
     let reply = peer
         .request("process/start", codex_start(&ws, "m", &script, network))
         .await;
@@ -187,9 +203,21 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
             "managed\ncapfs egress: b.test:{port}: denied\ncapfs egress: c.test:{port}: not allowed\n"
         )
     );
+    // codex's default, allowLocalBinding off: no loopback address, not even the operator's pin.
+    let no_local = serde_json::json!({"enforceManagedNetwork": true, "networkProxy": {"proxy": {
+        "enabled": true, "mode": "full", "domains": {"a.test": "allow"}}}});
+    let reply = peer
+        .request("process/start", codex_start(&ws, "o", &script, no_local))
+        .await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let told = until_closed(&mut peer, "o").await;
+    let out = String::from_utf8_lossy(&told.stdout);
+    assert!(out.contains("allowLocalBinding is off"), "{out}");
+    assert!(!out.lines().any(|l| l == "managed"), "{out}");
+    assert_eq!(out.matches("allowLocalBinding is off").count(), 1, "{out}");
     // codex's limited mode: reading only, no tunnel.
     let limited = serde_json::json!({"networkProxy": {"proxy": {"enabled": true,
-        "mode": "limited", "domains": {"a.test": "allow"}}}});
+        "mode": "limited", "domains": {"a.test": "allow"}, "allowLocalBinding": true}}});
     let reading = format!(
         "curl -sS http://a.test:{port}/; curl -sS -X POST http://a.test:{port}/; \
          curl -sS -x socks5h://127.0.0.1:1080 http://a.test:{port}/; echo socks rc=$?"
@@ -237,6 +265,11 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         "all".as_ref(),
     ];
     let server = ServerProcess::start_with(&args, &[]).await;
+    let (_first, init) = initialize(&server.url).await;
+    assert_eq!(
+        init["result"]["environmentInfo"]["capabilities"]["networkProxyLaunch"], false,
+        "{init}"
+    );
     let mut peer = Peer::ready(&server.url).await;
     let info = peer
         .request("environment/info", serde_json::json!({}))

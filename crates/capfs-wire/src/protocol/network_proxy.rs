@@ -32,7 +32,8 @@ pub struct RemoteNetworkProxy {
     /// A SOCKS5 listener beside the HTTP one (capfs always has one).
     #[serde(default)]
     pub enable_socks5: bool,
-    /// UDP through SOCKS5 (capfs has none: refused when asked).
+    /// UDP through SOCKS5 (capfs has none: UDP ASSOCIATE is refused, so asking for it only
+    /// narrows).
     #[serde(default)]
     pub enable_socks5_udp: bool,
     /// Chain to an upstream proxy (ignored: capfs connects itself).
@@ -51,7 +52,8 @@ pub struct RemoteNetworkProxy {
     /// UNIX sockets by path (refused when any is asked for).
     #[serde(default)]
     pub unix_sockets: Option<serde_json::Value>,
-    /// Binding local ports (capfs's processes bind none: ignored, never widened).
+    /// Loopback and private destinations (codex's proxy refuses them unless this is on; off,
+    /// capfs refuses them too, even where the operator pins or lists them).
     #[serde(default)]
     pub allow_local_binding: bool,
 }

@@ -179,6 +179,7 @@ impl Session {
         info: crate::protocol::process::ProcessesInfo,
     ) -> Self {
         if let Some(environment) = &mut self.environment {
+            environment.capabilities = super::codex::capabilities(Some(&info));
             environment.processes = Some(info.clone());
         }
         if let Some(state) = Arc::get_mut(&mut self.connection) {

@@ -70,22 +70,29 @@ pub(crate) fn environment_info(
         cwd,
         platform_os: "linux".to_string(),
         temporary_directories: Vec::new(),
-        capabilities: CAPABILITIES
-            .iter()
-            .map(|(name, served)| {
-                // codex sends its managed network only to an executor that says it holds it.
-                let served = match *name {
-                    "networkProxyLaunch" => processes.as_ref().is_some_and(|p| p.managed_network),
-                    "networkProxyTransparentTcp" => {
-                        processes.as_ref().is_some_and(|p| p.transparent_tcp)
-                    }
-                    _ => *served,
-                };
-                ((*name).to_string(), served)
-            })
-            .collect::<BTreeMap<_, _>>(),
+        capabilities: capabilities(processes.as_ref()),
         processes,
     }
+}
+
+/// codex's capabilities for an environment whose processes are served as `processes` says
+/// (none: not served). The same in `initialize`'s `environmentInfo`, which codex keeps and
+/// checks before it sends a managed network, and in `environment/info`.
+pub(crate) fn capabilities(
+    processes: Option<&crate::protocol::process::ProcessesInfo>,
+) -> BTreeMap<String, bool> {
+    CAPABILITIES
+        .iter()
+        .map(|(name, served)| {
+            // codex sends its managed network only to an executor that says it holds it.
+            let served = match *name {
+                "networkProxyLaunch" => processes.is_some_and(|p| p.managed_network),
+                "networkProxyTransparentTcp" => processes.is_some_and(|p| p.transparent_tcp),
+                _ => *served,
+            };
+            ((*name).to_string(), served)
+        })
+        .collect()
 }
 
 fn io(e: std::io::Error) -> ErrorObject {

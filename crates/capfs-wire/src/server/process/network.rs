@@ -40,10 +40,10 @@ pub(crate) fn narrowing(
                 .into(),
         );
     }
+    // `enableSocks5Udp` (on in codex's default configuration) is taken as a narrowing too:
+    // the SOCKS5 proxy answers UDP ASSOCIATE with "command not supported", so UDP stays
+    // unreachable, which is less than codex allows, never more.
     let proxy = &launch.proxy;
-    if proxy.enable_socks5_udp {
-        return Err("UDP through SOCKS5 is not served".into());
-    }
     let unix = proxy.unix_sockets.as_ref().is_some_and(|u| match u {
         serde_json::Value::Null => false,
         serde_json::Value::Object(map) => !map.is_empty(),
@@ -81,11 +81,16 @@ pub(crate) fn narrowing(
             (other, _) => return Err(format!("{other:?} is not allow or deny")),
         }
     }
-    let narrowing = EgressNarrowing::new((!everything).then_some(allow), deny);
-    Ok(Some(match read_only {
-        true => narrowing.read_only(),
-        false => narrowing,
-    }))
+    let mut narrowing = EgressNarrowing::new((!everything).then_some(allow), deny);
+    if read_only {
+        narrowing = narrowing.read_only();
+    }
+    // codex's proxy refuses loopback and private destinations unless `allowLocalBinding`:
+    // held the same way, whatever the operator pins or lists.
+    if !proxy.allow_local_binding {
+        narrowing = narrowing.without_local();
+    }
+    Ok(Some(narrowing))
 }
 
 /// codex's domain pattern as host rules on every port: `**.x` is `x` and every name below it.
@@ -128,6 +133,22 @@ mod tests {
                 .allow,
             None
         );
+        // codex's default configuration asks for UDP through SOCKS5: held by serving none.
+        let udp = launch(
+            serde_json::json!({"proxy": {"enabled": true, "enableSocks5Udp": true,
+            "domains": {"a.test": "allow"}}}),
+        );
+        let n = narrowing(true, Some(&udp), true).unwrap().unwrap();
+        assert!(n.local_refused, "allowLocalBinding is off by default");
+        assert_eq!(n.allow.unwrap()[0].to_string(), "a.test:*");
+        let local = launch(serde_json::json!({"proxy": {"enabled": true,
+            "allowLocalBinding": true}}));
+        assert!(
+            !narrowing(true, Some(&local), true)
+                .unwrap()
+                .unwrap()
+                .local_refused
+        );
         let limited = launch(serde_json::json!({"proxy": {"enabled": true, "mode": "limited"}}));
         assert!(
             narrowing(false, Some(&limited), true, false)
@@ -138,7 +159,6 @@ mod tests {
         for refused in [
             serde_json::json!({"proxy": {"enabled": true}, "transparentTcp": true}),
             serde_json::json!({"proxy": {"enabled": true, "mode": "sideways"}}),
-            serde_json::json!({"proxy": {"enabled": true, "enableSocks5Udp": true}}),
             serde_json::json!({"proxy": {"enabled": true, "unixSockets": {"/run/x": "allow"}}}),
             serde_json::json!({"proxy": {"enabled": true, "domains": {"a b": "deny"}}}),
         ] {

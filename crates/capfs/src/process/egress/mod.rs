@@ -146,6 +146,9 @@ pub struct EgressNarrowing {
     /// Reading only (codex's `limited` mode): plain-HTTP `GET`, `HEAD` and `OPTIONS`; no
     /// tunnel (`CONNECT`, SOCKS), whose contents the proxy cannot see.
     pub read_only: bool,
+    /// No loopback, private, link-local or metadata address, whatever the operator allows or
+    /// pins (codex's `allowLocalBinding: false`, its default).
+    pub local_refused: bool,
 }
 
 impl EgressNarrowing {
@@ -156,12 +159,20 @@ impl EgressNarrowing {
             allow,
             deny,
             read_only: false,
+            local_refused: false,
         }
     }
 
     /// The same, reading only.
     pub fn read_only(mut self) -> Self {
         self.read_only = true;
+        self
+    }
+
+    /// The same, refusing every loopback, private, link-local and metadata address, even one
+    /// the operator lists or pins.
+    pub fn without_local(mut self) -> Self {
+        self.local_refused = true;
         self
     }
 }
@@ -350,6 +361,9 @@ impl EgressPolicy {
         self.admits(&target, port, narrowing)?;
         let denied = self.deny.iter().chain(&narrowing.deny);
         let name = match target {
+            Target::Address(addr) if narrowing.local_refused && rules::is_special(addr) => {
+                return Err(LOCAL_REFUSED.into());
+            }
             Target::Address(addr) => return Ok(vec![SocketAddr::new(addr, port)]),
             Target::Name(name) => name,
         };
@@ -375,11 +389,13 @@ impl EgressPolicy {
             .filter(|a| {
                 !checked || !rules::is_special(*a) || self.allow.iter().any(|r| r.holds(*a, port))
             })
+            .filter(|a| !narrowing.local_refused || !rules::is_special(*a))
             .map(|a| SocketAddr::new(a, port))
             .collect();
         if kept.is_empty() {
             return Err(match found {
                 0 => "no address".into(),
+                _ if narrowing.local_refused => LOCAL_REFUSED.into(),
                 _ => "resolves only to refused addresses (loopback, private, link-local, metadata or denied)".into(),
             });
         }
@@ -418,6 +434,10 @@ impl EgressPolicy {
             .any(|port| self.admits(&target, *port, narrowing).is_ok())
     }
 }
+
+/// Why a connection to a local address is refused under a narrowing without local addresses.
+const LOCAL_REFUSED: &str = "a loopback, private or link-local address, which the client's \
+                             managed network refuses (allowLocalBinding is off)";
 
 /// The variables that point a process's tools at its proxy, in both cases; `NO_PROXY` keeps
 /// them off the process's own loopback, which the proxy could not reach.

@@ -107,6 +107,11 @@ pub(crate) async fn relay(
             done = &mut back, if !received => {
                 received = true;
                 cut = done;
+                // The server's side ended and all of it reached the client: a process that
+                // closes before its own side does leaves this connection served, not cut.
+                if !done {
+                    line.outcome = "ok";
+                }
             }
         }
     }

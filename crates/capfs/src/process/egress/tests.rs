@@ -140,6 +140,22 @@ async fn a_narrowing_only_takes_away() {
     );
     assert!(p.decide("private.test", 443, &wider).await.is_err());
     assert!(p.decide("a.pypi.test", 443, &wider).await.is_err());
+    // Without local addresses: the operator's pin and range are refused too, a public answer
+    // is not.
+    let p = policy(
+        "allow public.test\nallow pinned.test\nresolve pinned.test:443:127.0.0.5\n\
+         allow private.test\nallow 10.0.0.0/8\nallow 127.0.0.9",
+    );
+    let all = EgressNarrowing::new(None, Vec::new());
+    for host in ["pinned.test", "private.test", "127.0.0.9"] {
+        assert!(p.decide(host, 443, &all).await.is_ok(), "{host}");
+    }
+    let no_local = all.without_local();
+    for host in ["pinned.test", "private.test", "127.0.0.9"] {
+        let err = p.decide(host, 443, &no_local).await.expect_err(host);
+        assert!(err.contains("allowLocalBinding is off"), "{host}: {err}");
+    }
+    assert!(p.decide("public.test", 443, &no_local).await.is_ok());
 }
 
 #[test]
