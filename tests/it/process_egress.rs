@@ -329,12 +329,14 @@ async fn with_transparent_tcp_codex_is_told_and_a_tool_that_ignores_the_proxy_ge
     assert_eq!(capabilities["networkProxyLaunch"], true, "{info}");
     assert_eq!(capabilities["networkProxyTransparentTcp"], true, "{info}");
     // codex asks for transparent TCP and narrows to web.test: other.test, the operator's,
-    // gets no address.
+    // gets no address. The test host is on loopback, which codex allows only with
+    // `allowLocalBinding`.
     let script = format!(
         "curl -sS --noproxy '*' http://web.test:{port}/; curl -sS --noproxy '*' http://other.test:{port}/; echo other rc=$?"
     );
     let network = serde_json::json!({"enforceManagedNetwork": true, "networkProxy": {
-        "proxy": {"enabled": true, "mode": "full", "domains": {"web.test": "allow"}},
+        "proxy": {"enabled": true, "mode": "full", "domains": {"web.test": "allow"},
+            "allowLocalBinding": true},
         "transparentTcp": true}});
     let reply = peer
         .request("process/start", codex_start(&ws, "t", &script, network))
