@@ -58,37 +58,20 @@ impl Web {
     /// HTTPS with a certificate for `name` from a new authority, whose certificate (PEM) is
     /// written to `ca_file`.
     pub(crate) async fn tls(ip: &str, port: u16, name: &str, ca_file: &std::path::Path) -> Self {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        // OpenSSL takes a leaf whose issuer is its own subject for self-signed.
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "capfs egress test authority");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca_params, ca_key);
-        let leaf_key = KeyPair::generate().unwrap();
-        let mut leaf_params = CertificateParams::new(vec![name.to_string()]).unwrap();
-        leaf_params
-            .distinguished_name
-            .push(DnType::CommonName, name);
-        let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
-        std::fs::write(ca_file, ca.pem()).unwrap();
-        let provider = tokio_rustls::rustls::crypto::ring::default_provider();
-        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(Arc::new(provider))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![leaf.der().clone()],
-                tokio_rustls::rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der())
-                    .unwrap(),
-            )
-            .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let body = Content::Body(b"hello over tls\n".to_vec());
-        Self::serve(ip, port, body, Some(acceptor)).await
+        Self::serve(ip, port, body, Some(acceptor(name, ca_file))).await
+    }
+
+    /// HTTPS as [`Web::tls`] makes it, serving the files under `dir` as [`Web::files`] does.
+    pub(crate) async fn tls_files(
+        ip: &str,
+        port: u16,
+        name: &str,
+        ca_file: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> Self {
+        let files = Content::Files(dir.to_owned());
+        Self::serve(ip, port, files, Some(acceptor(name, ca_file))).await
     }
 
     async fn serve(
@@ -128,6 +111,40 @@ impl Web {
             task,
         }
     }
+}
+
+/// A TLS acceptor with a certificate for `name` from a new authority, whose certificate (PEM)
+/// is written to `ca_file`.
+fn acceptor(name: &str, ca_file: &std::path::Path) -> tokio_rustls::TlsAcceptor {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    // OpenSSL takes a leaf whose issuer is its own subject for self-signed.
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "capfs egress test authority");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let mut leaf_params = CertificateParams::new(vec![name.to_string()]).unwrap();
+    leaf_params
+        .distinguished_name
+        .push(DnType::CommonName, name);
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+    std::fs::write(ca_file, ca.pem()).unwrap();
+    let provider = tokio_rustls::rustls::crypto::ring::default_provider();
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            tokio_rustls::rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der())
+                .unwrap(),
+        )
+        .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 /// What a server answers with.

@@ -1,4 +1,4 @@
-//! Egress as tools meet it: pip from a local index, git over HTTP, no resolver and no other
+//! Egress as tools meet it: pip from a local index, git over HTTP and over HTTPS, no resolver and no other
 //! interface inside, the bounds on connections and bytes, and a policy that allows nothing
 //! adding nothing.
 
@@ -66,6 +66,66 @@ with zipfile.ZipFile(\"simple/tinypkg/{wheel}\", \"w\") as z:
     let audit = lines.egress();
     assert!(audit.iter().all(|l| l["outcome"] == "ok"), "{audit:?}");
     assert!(audit.iter().any(|l| l["host"] == "git.test"), "{audit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_clones_over_https_through_a_tunnel_to_its_name_and_no_other() {
+    let site = tempfile::tempdir().unwrap();
+    host(
+        "git init -q src && git -C src -c user.name=t -c user.email=t@t commit -q --allow-empty \
+           -m over-tls && git clone -q --bare src repo.git && git -C repo.git update-server-info",
+        site.path(),
+    );
+    let ws = Workspace::new();
+    let ca = ws.root.join("ca.pem");
+    let web = Web::tls_files("127.0.0.27", 443, "git.test", &ca, site.path()).await;
+    let lines = Lines::default();
+    // other.test reaches the same server, but no rule allows it.
+    let rules =
+        "allow git.test\nresolve git.test:443:127.0.0.27\nresolve other.test:443:127.0.0.27";
+    let processes = ws.processes(policy(Network::None).with_egress(egress(rules, &[], &lines)));
+    let script = format!(
+        "export HOME=$PWD GIT_SSL_CAINFO={ca}
+         git clone -q https://git.test/repo.git clone && git -C clone log --format=%s
+         git clone -q https://other.test/repo.git other; echo other rc=$?",
+        ca = ca.display()
+    );
+    let done = run(&processes, shell("sh", &script, &ws.root))
+        .await
+        .unwrap();
+    let text = done.text();
+    assert!(text.starts_with("over-tls\n"), "{text}");
+    assert!(text.contains("other rc=128\n"), "{text}");
+    assert!(text.contains("CONNECT tunnel failed, response 403"), "{text}");
+    assert!(!ws.root.join("other").exists(), "{text}");
+    let audit = lines.egress();
+    let tunnels: Vec<_> = audit
+        .iter()
+        .map(|l| {
+            (
+                l["host"].as_str().unwrap(),
+                l["port"].as_u64().unwrap(),
+                l["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        tunnels.iter().any(|t| *t == ("git.test", 443, "ok")),
+        "{audit:?}"
+    );
+    assert!(
+        tunnels.iter().any(|t| *t == ("other.test", 443, "refused")),
+        "{audit:?}"
+    );
+    assert!(
+        tunnels
+            .iter()
+            .all(|t| *t == ("git.test", 443, "ok") || *t == ("other.test", 443, "refused")),
+        "{audit:?}"
+    );
+    // Only the allowed name's connections reached the server.
+    let allowed = tunnels.iter().filter(|t| t.0 == "git.test").count();
+    assert_eq!(web.contacts(), allowed, "{audit:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
