@@ -138,13 +138,13 @@ mod tests {
             serde_json::json!({"proxy": {"enabled": true, "enableSocks5Udp": true,
             "domains": {"a.test": "allow"}}}),
         );
-        let n = narrowing(true, Some(&udp), true).unwrap().unwrap();
+        let n = narrowing(true, Some(&udp), true, false).unwrap().unwrap();
         assert!(n.local_refused, "allowLocalBinding is off by default");
         assert_eq!(n.allow.unwrap()[0].to_string(), "a.test:*");
         let local = launch(serde_json::json!({"proxy": {"enabled": true,
             "allowLocalBinding": true}}));
         assert!(
-            !narrowing(true, Some(&local), true)
+            !narrowing(true, Some(&local), true, false)
                 .unwrap()
                 .unwrap()
                 .local_refused
