@@ -177,6 +177,18 @@ pub(crate) async fn trait_pipelined(
     total: usize,
     depth: usize,
 ) -> f64 {
+    trait_call_pipelined(fs, 0, path, total, depth).await
+}
+
+/// Calls per second of the small-call shape `index` from `depth` tasks sharing one
+/// `RemoteFileSystem`, `total / depth` calls each.
+pub(crate) async fn trait_call_pipelined(
+    fs: &Arc<RemoteFileSystem>,
+    index: usize,
+    path: &AbsolutePathBuf,
+    total: usize,
+    depth: usize,
+) -> f64 {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..depth {
@@ -184,7 +196,7 @@ pub(crate) async fn trait_pipelined(
         let path = path.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..total / depth {
-                fs.get_metadata(&path).await.unwrap();
+                trait_call(&fs, index, &path).await;
             }
         }));
     }

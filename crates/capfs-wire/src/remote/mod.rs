@@ -11,6 +11,7 @@
 //! as a server's connection is: the client adds the items its writer sends itself (`outgoing.rs`)
 //! and what its reader does with each message (`client.rs`).
 
+mod canonical;
 mod client;
 mod common;
 mod connect;
@@ -138,8 +139,14 @@ impl ExecutorFileSystem for RemoteFileSystem {
             path: path.clone().into(),
             sandbox: None,
         };
-        let response: GetMetadataResponse =
-            self.client.call(FS_GET_METADATA_METHOD, params).await?;
+        let response: GetMetadataResponse = self
+            .client
+            .call_with(
+                FS_GET_METADATA_METHOD,
+                params,
+                canonical::canonical_metadata,
+            )
+            .await?;
         Ok(response.into())
     }
 
@@ -151,8 +158,14 @@ impl ExecutorFileSystem for RemoteFileSystem {
             path: path.clone().into(),
             sandbox: None,
         };
-        let response: ReadDirectoryResponse =
-            self.client.call(FS_READ_DIRECTORY_METHOD, params).await?;
+        let response: ReadDirectoryResponse = self
+            .client
+            .call_with(
+                FS_READ_DIRECTORY_METHOD,
+                params,
+                canonical::canonical_listing,
+            )
+            .await?;
         if response.non_utf8_names_omitted > 0 {
             tracing::warn!(
                 "{path}: {} entries with names that are not UTF-8 were left out of the listing",
@@ -277,7 +290,8 @@ impl ExecutorFileSystem for RemoteFileSystem {
 /// Anything else would name another entry than the one listed, or none (a path cannot hold
 /// NUL), so a server that sends it is broken or hostile.
 fn is_plain_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+    // Bytes, not chars: both are ASCII, and a byte test is what a listing of many names affords.
+    !name.is_empty() && name != "." && name != ".." && !name.bytes().any(|b| b == b'/' || b == 0)
 }
 
 use crate::error::invalid_name;
