@@ -26,12 +26,15 @@ use crate::protocol::DATA_FRAME_HEADER_LEN;
 /// data-frame header, in front of a data frame's payload.
 pub(crate) const FRAME_HEAD_ROOM: usize = 14 + DATA_FRAME_HEADER_LEN;
 
-/// How much tungstenite reads from a connection at a time. Before every read it zeroes the free
-/// room it reads into, up to this much, whatever arrives: with its default of 128 KiB a
-/// request of a hundred bytes cost two 128 KiB `memset`s (the read that gets it and the one
-/// that finds nothing more), most of a small call's server time. 16 KiB keeps that to a
-/// fraction of a microsecond; a large data frame is read in more reads of the same total
-/// length, each zeroing no more than it reads.
+/// How much tungstenite reads from a server's connection at a time. Before every read it
+/// zeroes the free room it reads into, up to this much, whatever arrives: with its default of
+/// 128 KiB a request of a hundred bytes cost two 128 KiB `memset`s (the read that gets it and
+/// the one that finds nothing more), most of a small call's server time. 16 KiB keeps that to
+/// a fraction of a microsecond; a `put`'s data frames are read in more reads of the same total
+/// length, each zeroing no more than it reads (`cargo bench --bench capfs -- bulk`: `put` the
+/// same within the noise). `RemoteFileSystem` keeps tungstenite's 128 KiB: a `get` read 16 KiB
+/// at a time lost a third of its speed, and the client's extra microsecond per small call is
+/// its own.
 pub(crate) const READ_BUFFER_BYTES: usize = 16 * 1024;
 
 /// The socket of a TCP connection as tungstenite reads and writes it; the writer's handle on
