@@ -299,13 +299,19 @@ async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_proce
 
 /// `capfs serve --exec --user 65534:65534` on `ws`, and a peer of it.
 async fn serve_processes(ws: &Path) -> (ServerProcess, Peer) {
-    let args = [
+    serve_processes_with(ws, &[]).await
+}
+
+/// [`serve_processes`] with `more` arguments.
+async fn serve_processes_with(ws: &Path, more: &[&std::ffi::OsStr]) -> (ServerProcess, Peer) {
+    let mut args = vec![
         "--root".as_ref(),
         ws.as_os_str(),
         "--exec".as_ref(),
         "--user".as_ref(),
         "65534:65534".as_ref(),
     ];
+    args.extend_from_slice(more);
     let server = ServerProcess::start_with(&args, &[]).await;
     let peer = Peer::ready(&server.url).await;
     (server, peer)
@@ -423,17 +429,8 @@ async fn a_killed_servers_homes_are_removed_by_the_next_server() {
     let homes = dir.path().join("homes");
     std::fs::create_dir(&homes).unwrap();
     std::os::unix::fs::chown(&homes, Some(NOBODY), Some(NOBODY)).unwrap();
-    let args = [
-        "--root".as_ref(),
-        ws.as_os_str(),
-        "--exec".as_ref(),
-        "--user".as_ref(),
-        "65534:65534".as_ref(),
-        "--exec-homes".as_ref(),
-        homes.as_os_str(),
-    ];
-    let first = ServerProcess::start_with(&args, &[]).await;
-    let mut peer = Peer::ready(&first.url).await;
+    let homes_flag = ["--exec-homes".as_ref(), homes.as_os_str()];
+    let (first, mut peer) = serve_processes_with(&ws, &homes_flag).await;
     let said = run(
         &mut peer,
         &ws,
@@ -460,8 +457,7 @@ async fn a_killed_servers_homes_are_removed_by_the_next_server() {
     assert!(dead, "the killed server lives on");
     assert!(home.join("left").exists());
 
-    let second = ServerProcess::start_with(&args, &[]).await;
-    let mut peer = Peer::ready(&second.url).await;
+    let (second, mut peer) = serve_processes_with(&ws, &homes_flag).await;
     run(&mut peer, &ws, "b", "true").await;
     assert!(
         !run_dir.exists(),
