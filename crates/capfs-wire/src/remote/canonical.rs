@@ -310,4 +310,82 @@ mod tests {
             assert_eq!(canonical_listing(&reply), None, "{reply}");
         }
     }
+
+    /// Whatever a hostile server sends, the fast path reads a reply as serde reads it or leaves
+    /// it to serde: canonical replies edited at random (characters JSON cares about inserted,
+    /// spans cut) are never read into anything serde would not make of them.
+    mod edited {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const LISTING: &str = r#"{"id":9,"result":{"entries":[{"fileName":"a.txt","isDirectory":false,"isFile":true,"isSymlink":false},{"fileName":"dé","isDirectory":true,"isFile":false,"isSymlink":false}],"nonUtf8NamesOmitted":3,"truncated":true}}"#;
+        const METADATA: &str = r#"{"id":9,"result":{"isDirectory":false,"isFile":true,"isSymlink":false,"size":42,"createdAtMs":17,"modifiedAtMs":-5,"accessedAtMs":0,"mode":420}}"#;
+
+        /// `text` with each edit applied: insert a piece at a character position, or cut the
+        /// characters between two positions.
+        fn edit(text: &str, edits: &[(bool, usize, usize, &str)]) -> String {
+            let mut chars: Vec<char> = text.chars().collect();
+            for &(insert, at, len, piece) in edits {
+                let at = at % (chars.len() + 1);
+                if insert {
+                    chars.splice(at..at, piece.chars());
+                } else {
+                    let end = (at + len % 8).min(chars.len());
+                    chars.drain(at..end);
+                }
+            }
+            chars.into_iter().collect()
+        }
+
+        fn edits() -> impl Strategy<Value = Vec<(bool, usize, usize, &'static str)>> {
+            let piece = prop::sample::select(vec![
+                "\"",
+                "\\",
+                ",",
+                ":",
+                "{",
+                "}",
+                "[",
+                "]",
+                " ",
+                "0",
+                "1",
+                "9",
+                "-",
+                ".",
+                "e",
+                "true",
+                "false",
+                "null",
+                "\t",
+                "\u{1}",
+                "é",
+                "🙂",
+                "\\u0041",
+                "00",
+                "99999999999999999999",
+                r#""x":1"#,
+            ]);
+            prop::collection::vec((any::<bool>(), any::<usize>(), any::<usize>(), piece), 1..4)
+        }
+
+        proptest! {
+            #[test]
+            fn an_edited_listing_is_read_as_serde_reads_it_or_left_to_serde(e in edits()) {
+                let reply = edit(LISTING, &e);
+                if let Some(fast) = canonical_listing(&reply) {
+                    prop_assert_eq!(Some(fast), by_serde(&reply), "{}", reply);
+                }
+            }
+
+            #[test]
+            fn edited_metadata_is_read_as_serde_reads_it_or_left_to_serde(e in edits()) {
+                let reply = edit(METADATA, &e);
+                if let Some(fast) = canonical_metadata(&reply) {
+                    prop_assert_eq!(Some(fast), metadata_by_serde(&reply), "{}", reply);
+                }
+            }
+        }
+    }
 }
