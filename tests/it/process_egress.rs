@@ -108,12 +108,7 @@ async fn a_command_reaches_an_allowed_name_through_capfs_serve_and_is_audited() 
     assert!(text.contains("denied.test:80: denied"), "{text}");
     assert!(text.contains("rc=7"), "{text}");
     drop(server);
-    let log = std::fs::read_to_string(&audit).unwrap();
-    let egress: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["method"] == "egress")
-        .collect();
+    let (log, egress) = egress_lines(&audit);
     assert_eq!(egress.len(), 2, "{log}");
     assert_eq!(
         (&egress[0]["host"], &egress[0]["outcome"]),
@@ -346,15 +341,21 @@ async fn with_transparent_tcp_codex_is_told_and_a_tool_that_ignores_the_proxy_ge
     let out = String::from_utf8_lossy(&told.stdout);
     assert_eq!(out, "transparent by name\nother rc=6\n");
     server.stop().await;
-    let log = std::fs::read_to_string(&audit).unwrap();
-    let egress: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["method"] == "egress")
-        .collect();
+    let (log, egress) = egress_lines(&audit);
     assert_eq!(egress.len(), 1, "{log}");
     assert_eq!(
         (&egress[0]["via"], &egress[0]["host"], &egress[0]["outcome"]),
         (&"transparent".into(), &"web.test".into(), &"ok".into())
     );
+}
+
+/// The audit log at `path`, and its egress lines.
+fn egress_lines(path: &std::path::Path) -> (String, Vec<serde_json::Value>) {
+    let log = std::fs::read_to_string(path).unwrap();
+    let egress = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["method"] == "egress")
+        .collect();
+    (log, egress)
 }
