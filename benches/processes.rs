@@ -209,18 +209,18 @@ fn main() {
             &["--exec-unconfined", "--user", EXEC_USER],
         ),
     ];
-    match codex_bin() {
-        Some(bin) => {
-            let home = dir.path().join("codex-home");
-            std::fs::create_dir(&home).unwrap();
+    // The home lives as long as the servers.
+    let codex = codex_bin().map(|bin| (bin, codex_home()));
+    match &codex {
+        Some((bin, home)) => {
             for (name, sandbox) in [
                 ("codex workspace-write", workspace_write(&root)),
                 ("codex no sandbox", Value::Null),
             ] {
-                let mut command = Command::new(&bin);
+                let mut command = Command::new(bin);
                 command
                     .args(["exec-server", "--listen", "ws://127.0.0.1:0"])
-                    .env("CODEX_HOME", &home);
+                    .env("CODEX_HOME", home.path());
                 servers.push(Server::start(name, command, sandbox));
             }
         }
@@ -241,4 +241,24 @@ fn main() {
     });
     let names: Vec<&str> = servers.iter().map(|s| s.name).collect();
     report::print(&names, &figures, starts, rounds);
+}
+
+/// A home for codex outside the system's temporary directory: codex links its helpers
+/// (`codex-linux-sandbox`) into its home when it starts and refuses to under the temporary
+/// directory, and on a host with bubblewrap its workspace-write sandbox runs that helper by
+/// name inside bwrap (`execvp codex-linux-sandbox: No such file or directory` without it).
+fn codex_home() -> tempfile::TempDir {
+    let temp = std::env::temp_dir();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    [Some(PathBuf::from("/var/tmp")), home]
+        .into_iter()
+        .flatten()
+        .filter(|base| !base.starts_with(&temp))
+        .find_map(|base| {
+            tempfile::Builder::new()
+                .prefix("capfs-bench-codex-")
+                .tempdir_in(base)
+                .ok()
+        })
+        .expect("a directory for codex's home outside the temporary directory")
 }
