@@ -117,13 +117,24 @@ async fn a_command_reaches_an_allowed_name_through_capfs_serve_and_is_audited() 
     assert_eq!(egress[1]["reason"], "denied");
 }
 
-/// A connection's `initialize` answer (the peer, left at the handshake, and the answer).
-async fn initialize(url: &str) -> (crate::serve::RawPeer, serde_json::Value) {
-    let mut peer = crate::serve::RawPeer::connect(url).await;
-    let reply = peer
+/// The capabilities the server at `url` advertises, and a peer of it. codex keeps the copy
+/// `initialize` gives and checks it before it sends a managed network, so that copy must say
+/// what `environment/info` says.
+async fn advertised(url: &str) -> (Peer, serde_json::Value) {
+    let mut first = crate::serve::RawPeer::connect(url).await;
+    let init = first
         .request("initialize", serde_json::json!({"clientName": "c"}))
         .await;
-    (peer, reply)
+    let mut peer = Peer::ready(url).await;
+    let info = peer
+        .request("environment/info", serde_json::json!({}))
+        .await;
+    let capabilities = info["result"]["capabilities"].clone();
+    assert_eq!(
+        init["result"]["environmentInfo"]["capabilities"], capabilities,
+        "{init}\n{info}"
+    );
+    (peer, capabilities)
 }
 
 fn codex_start(
@@ -164,21 +175,8 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
     args.extend(["--exec-resolve".into(), format!("c.test:{port}:127.0.0.28")]);
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let server = ServerProcess::start_with(&args, &[]).await;
-    // codex keeps the capabilities `initialize` gives and checks them before it sends a
-    // managed network: they must say what environment/info says.
-    let (_first, init) = initialize(&server.url).await;
-    assert_eq!(
-        init["result"]["environmentInfo"]["capabilities"]["networkProxyLaunch"], true,
-        "{init}"
-    );
-    let mut peer = Peer::ready(&server.url).await;
-    let info = peer
-        .request("environment/info", serde_json::json!({}))
-        .await;
-    assert_eq!(
-        info["result"]["capabilities"]["networkProxyLaunch"], true,
-        "{info}"
-    );
+    let (mut peer, capabilities) = advertised(&server.url).await;
+    assert_eq!(capabilities["networkProxyLaunch"], true, "{capabilities}");
     let script = format!("for h in a b c; do curl -sS http://$h.test:{port}/; done");
     // codex allows a and c (c is not the operator's) and denies b.
     let network = serde_json::json!({"enforceManagedNetwork": true, "networkProxy": {"proxy": {
@@ -244,8 +242,8 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         .await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     assert_eq!(
-        info["result"]["capabilities"]["networkProxyTransparentTcp"], false,
-        "{info}"
+        capabilities["networkProxyTransparentTcp"], false,
+        "{capabilities}"
     );
     server.stop().await;
 
@@ -260,19 +258,8 @@ async fn codexs_managed_network_narrows_the_operators_policy_and_never_widens_it
         "all".as_ref(),
     ];
     let server = ServerProcess::start_with(&args, &[]).await;
-    let (_first, init) = initialize(&server.url).await;
-    assert_eq!(
-        init["result"]["environmentInfo"]["capabilities"]["networkProxyLaunch"], false,
-        "{init}"
-    );
-    let mut peer = Peer::ready(&server.url).await;
-    let info = peer
-        .request("environment/info", serde_json::json!({}))
-        .await;
-    assert_eq!(
-        info["result"]["capabilities"]["networkProxyLaunch"], false,
-        "{info}"
-    );
+    let (mut peer, capabilities) = advertised(&server.url).await;
+    assert_eq!(capabilities["networkProxyLaunch"], false, "{capabilities}");
     let reply = peer
         .request(
             "process/start",
@@ -316,13 +303,12 @@ async fn with_transparent_tcp_codex_is_told_and_a_tool_that_ignores_the_proxy_ge
         audit.as_os_str(),
     ];
     let server = ServerProcess::start_with(&args, &[]).await;
-    let mut peer = Peer::ready(&server.url).await;
-    let info = peer
-        .request("environment/info", serde_json::json!({}))
-        .await;
-    let capabilities = &info["result"]["capabilities"];
-    assert_eq!(capabilities["networkProxyLaunch"], true, "{info}");
-    assert_eq!(capabilities["networkProxyTransparentTcp"], true, "{info}");
+    let (mut peer, capabilities) = advertised(&server.url).await;
+    assert_eq!(capabilities["networkProxyLaunch"], true, "{capabilities}");
+    assert_eq!(
+        capabilities["networkProxyTransparentTcp"], true,
+        "{capabilities}"
+    );
     // codex asks for transparent TCP and narrows to web.test: other.test, the operator's,
     // gets no address. The test host is on loopback, which codex allows only with
     // `allowLocalBinding`.
