@@ -13,12 +13,12 @@ use capfs_wire::RemoteFileSystem;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::{current_thread, header, multi_thread, percentile, us};
-use crate::profile::small_files;
 use crate::raw::{
     call_once, raw_capfs, raw_pipelined, raw_round_trips, trait_call, trait_call_pipelined,
     trait_round_trips,
 };
 use crate::servers::{Server, remote};
+use crate::small::small_files;
 
 /// The most `RemoteFileSystem` may take per call over the raw client.
 const TARGET: f64 = 1.3;

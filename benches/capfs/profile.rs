@@ -22,27 +22,15 @@ use std::time::Instant;
 use capfs::AbsolutePathBuf;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::measure::{current_thread, multi_thread, random_bytes};
+use crate::measure::{current_thread, multi_thread};
 use crate::raw::{
     call_once, raw_capfs, raw_pipelined, raw_round_trips, trait_call, trait_call_pipelined,
 };
 use crate::servers::{Server, remote};
+use crate::small::small_files;
 
 fn knob(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
-}
-
-/// The files of the small-call shapes under `root`: `f.txt`, `small.bin` (4 KiB) and
-/// `dir100` (100 entries). Returns the canonical root.
-pub(crate) fn small_files(root: &Path) -> std::path::PathBuf {
-    std::fs::create_dir_all(root.join("dir100")).unwrap();
-    let root = root.canonicalize().unwrap();
-    std::fs::write(root.join("f.txt"), b"hello").unwrap();
-    std::fs::write(root.join("small.bin"), random_bytes(4096)).unwrap();
-    for i in 0..100 {
-        std::fs::write(root.join("dir100").join(format!("entry-{i:03}.txt")), b"x").unwrap();
-    }
-    root
 }
 
 pub(crate) fn calls_section(scratch: &Path) {

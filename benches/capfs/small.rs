@@ -39,8 +39,9 @@ pub(crate) const PER_ROUND: usize = 500;
 pub(crate) const DEPTH: usize = 64;
 pub(crate) const PIPELINED_CALLS: usize = 64_000;
 
-pub(crate) fn small_section(scratch: &Path) {
-    let root = scratch.join("small-ws");
+/// The files of the small-call shapes under `root`: `f.txt`, `small.bin` (4 KiB) and
+/// `dir100` (100 entries). Returns the canonical root.
+pub(crate) fn small_files(root: &Path) -> std::path::PathBuf {
     std::fs::create_dir_all(root.join("dir100")).unwrap();
     let root = root.canonicalize().unwrap();
     std::fs::write(root.join("f.txt"), b"hello").unwrap();
@@ -48,6 +49,11 @@ pub(crate) fn small_section(scratch: &Path) {
     for i in 0..100 {
         std::fs::write(root.join("dir100").join(format!("entry-{i:03}.txt")), b"x").unwrap();
     }
+    root
+}
+
+pub(crate) fn small_section(scratch: &Path) {
+    let root = small_files(&scratch.join("small-ws"));
     let server = Server::start(&root);
     let abs = |name: &str| AbsolutePathBuf::new(root.join(name)).unwrap();
     let (meta_path, read_path, dir_path) = (abs("f.txt"), abs("small.bin"), abs("dir100"));
