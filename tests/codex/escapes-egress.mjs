@@ -11,7 +11,7 @@
 // and /etc/resolv.conf names the harness's DNS counter on another; capfs is given its names by
 // `--exec-resolve` besides (the hosts file answers only the name the case wants resolved "as
 // DNS would", rebind.test).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -21,7 +21,7 @@ import net from 'node:net';
 import path from 'node:path';
 
 import { CAPFS_BIN, CODEX_PACKAGES, codexScratch, serveInGroup } from './lib.mjs';
-import { EXEC_UID, alive, fixture, until } from './escapes-fixture.mjs';
+import { EXEC_UID, alive, fixture, runGrouped } from './escapes-fixture.mjs';
 import { WireTarget, workspaceWriteSandbox } from './escapes-targets.mjs';
 import { format, playAll } from './escapes.mjs';
 
@@ -331,27 +331,7 @@ export function srtTarget(f) {
       // srt takes one command string; the case's shell is kept by running it as argv.
       const command = argv.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
       const [bin, args] = inNames(f, process.execPath, [cli, '-s', settings, '-c', command]);
-      const child = spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-      let output = '';
-      child.stdout.on('data', (d) => (output += d.toString('latin1')));
-      child.stderr.on('data', (d) => (output += d.toString('latin1')));
-      let closed = false;
-      let exitCode = null;
-      child.on('close', (code) => {
-        exitCode = code;
-        closed = true;
-      });
-      child.on('error', (e) => {
-        output += String(e);
-        closed = true;
-      });
-      const done = await until(() => closed, deadlineMs);
-      if (!done) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {}
-      }
-      return { output, exitCode, timedOut: !done };
+      return runGrouped(bin, args, { cwd, deadlineMs });
     },
     stop() {},
   };

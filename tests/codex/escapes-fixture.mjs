@@ -1,6 +1,7 @@
 // The trees, sockets and checks the escape table is played against: a base holding the roots
 // and the canary tree, the harness's listeners that count who reached them, a byte-for-byte
 // snapshot of what must not change, and the search for processes that outlived their case.
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -193,6 +194,41 @@ export async function until(check, ms) {
     if (value || Date.now() > deadline) return value;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+// Runs `bin` with `args` in `cwd`, in a process group of its own, gathering its stdout and
+// stderr (as latin1) until it closes or `deadlineMs` passes; once `stopWhen(output)` holds,
+// or at the deadline, the whole group is killed.
+export async function runGrouped(bin, args, { cwd, deadlineMs, stopWhen }) {
+  const child = spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let output = '';
+  child.stdout.on('data', (d) => (output += d.toString('latin1')));
+  child.stderr.on('data', (d) => (output += d.toString('latin1')));
+  let exitCode = null;
+  let closed = false;
+  child.on('close', (code) => {
+    exitCode = code;
+    closed = true;
+  });
+  child.on('error', (e) => {
+    output += String(e);
+    closed = true;
+  });
+  const end = () => {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {}
+  };
+  let asked = false;
+  const done = await until(() => {
+    if (!asked && stopWhen?.(output)) {
+      asked = true;
+      end();
+    }
+    return closed;
+  }, deadlineMs);
+  if (!done) end();
+  return { output, exitCode, timedOut: !done };
 }
 
 // Whether a process with this pid exists (signal 0 checks without sending).

@@ -2,12 +2,12 @@
 // and root layout: capfs `serve --exec`, codex's own `codex exec-server` (no sandbox, and the
 // sandbox codex asks for in workspace-write), and landrun. Every one runs a case the same way:
 // `run(argv, cwd)` resolves with whether the start was refused, the output and the exit.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
 import { CAPFS_BIN, CODEX_NATIVE_BIN, codexScratch, peer, serveInGroup } from './lib.mjs';
-import { EXEC_UID, alive, until } from './escapes-fixture.mjs';
+import { EXEC_UID, alive, runGrouped, until } from './escapes-fixture.mjs';
 
 // What codex 0.169 sends for an `exec_command` in workspace-write mode, seen on the wire: the
 // environment overlay and policy, and the restricted file-system context.
@@ -209,7 +209,6 @@ export function landrunTarget(f) {
         : ['--rwx', f.dirs.root, '--rox', f.dirs.ro];
       // Landlock's network rules name ports, not addresses: "loopback" can only be the ports
       // the harness listens on.
-      // the harness's loopback listener.
       const net = { none: [], all: ['--unrestricted-network'] }[network] ?? ['--connect-tcp', vars.PORT];
       // landrun gives no temporary directory of its own: one in the base stands for it.
       const tmp = path.join(f.dirs.base, 'landrun-tmp');
@@ -218,36 +217,8 @@ export function landrunTarget(f) {
       const env = ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=/nonexistent', 'LANG=C.UTF-8', `TMPDIR=${tmp}`].flatMap((e) => ['--env', e]);
       const full = ['--reuid', String(EXEC_UID), '--regid', String(EXEC_UID), '--clear-groups', '--',
         bin, '--best-effort', ...system, '--rw', tmp, ...layout, ...net, ...env, '--', ...argv];
-      const child = spawn('setpriv', full, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-      let output = '';
-      child.stdout.on('data', (d) => (output += d.toString('latin1')));
-      child.stderr.on('data', (d) => (output += d.toString('latin1')));
-      let exitCode = null;
-      let closed = false;
-      child.on('close', (code) => {
-        exitCode = code;
-        closed = true;
-      });
-      child.on('error', (e) => {
-        output += String(e);
-        closed = true;
-      });
-      let asked = false;
-      // landrun leaves process groups alone: terminating it ends the group it was started in.
-      const end = () => {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {}
-      };
-      const done = await until(() => {
-        if (!asked && onOutput?.(output)) {
-          asked = true;
-          end();
-        }
-        return closed;
-      }, deadlineMs);
-      if (!done) end();
-      return { output, exitCode, timedOut: !done };
+      // landrun leaves process groups alone: ending it ends the group it was started in.
+      return runGrouped('setpriv', full, { cwd, deadlineMs, stopWhen: onOutput });
     },
     stop() {
       if (standIn && alive(standIn.pid)) standIn.stop();
