@@ -244,14 +244,13 @@ impl ExecutorProcesses for LocalProcesses {
             .unwrap_or_default();
         let temp = make_temp(&inner.run_dir(&policy.temp_parent)?, policy)?;
         let temp_dir = std::fs::File::open(&temp.path)?;
-        let resolv_conf = match transparent {
-            Some(_) => Some(make_resolv_conf(&temp)?),
-            None => None,
+        let (resolv_conf, resolv_file) = match transparent {
+            Some(_) => {
+                let (made, file) = make_resolv_conf(&temp)?;
+                (Some(made), Some(file))
+            }
+            None => (None, None),
         };
-        let resolv_file = resolv_conf
-            .as_ref()
-            .map(|r| std::fs::File::open(&r.0))
-            .transpose()?;
         let home = request.home.as_deref();
         let confined = !policy.unconfined;
         let mounts = match confined {
@@ -480,13 +479,16 @@ impl Drop for ResolvConf {
     }
 }
 
-fn make_resolv_conf(temp: &super::prepare::TempDir) -> io::Result<ResolvConf> {
+/// Writes it, and keeps it open (read and write: the mount and the Landlock rule need the
+/// open file, and the mode applies to later opens only).
+fn make_resolv_conf(temp: &super::prepare::TempDir) -> io::Result<(ResolvConf, std::fs::File)> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut path = temp.path.clone().into_os_string();
     path.push(".resolv.conf");
     let path = std::path::PathBuf::from(path);
     let mut file = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .mode(0o444)
@@ -497,5 +499,5 @@ fn make_resolv_conf(temp: &super::prepare::TempDir) -> io::Result<ResolvConf> {
         super::egress::DNS_ADDRESS
     );
     file.write_all(text.as_bytes())?;
-    Ok(made)
+    Ok((made, file))
 }
