@@ -44,25 +44,38 @@ pub(crate) struct ProxyChannel {
     count: usize,
 }
 
-/// A socket pair: the starter's end, and the child's, for `policy`.
+/// The ports transparent TCP listens on under `policy` (none without it).
 ///
 /// # Errors
 ///
-/// `InvalidInput` when transparent TCP would listen on more than [`MAX_TRANSPARENT_PORTS`].
-pub(crate) fn channel(policy: &EgressPolicy) -> io::Result<(OwnedFd, ProxyChannel)> {
-    let mut ports = [0u16; MAX_TRANSPARENT_PORTS];
-    let mut count = 0;
-    if policy.transparent_tcp() {
-        let wanted = policy.transparent_ports();
-        if wanted.len() > MAX_TRANSPARENT_PORTS {
-            return Err(crate::error::too_many_transparent_ports(
-                wanted.len(),
-                MAX_TRANSPARENT_PORTS,
-            ));
-        }
-        ports[..wanted.len()].copy_from_slice(&wanted);
-        count = wanted.len();
+/// `InvalidInput` when they are more than [`MAX_TRANSPARENT_PORTS`].
+pub(crate) fn transparent_ports(policy: &EgressPolicy) -> io::Result<Vec<u16>> {
+    if !policy.transparent_tcp() {
+        return Ok(Vec::new());
     }
+    let wanted = policy.transparent_ports();
+    if wanted.len() > MAX_TRANSPARENT_PORTS {
+        return Err(crate::error::too_many_transparent_ports(
+            wanted.len(),
+            MAX_TRANSPARENT_PORTS,
+        ));
+    }
+    Ok(wanted)
+}
+
+/// A socket pair: the starter's end, and the child's, which makes a listener on each of
+/// `transparent`'s ports (from [`transparent_ports`]) and the DNS responder's socket when
+/// transparent TCP is on.
+pub(crate) fn channel(transparent: Option<&[u16]>) -> io::Result<(OwnedFd, ProxyChannel)> {
+    let wanted = transparent.unwrap_or_default();
+    let mut ports = [0u16; MAX_TRANSPARENT_PORTS];
+    let Some(slots) = ports.get_mut(..wanted.len()) else {
+        return Err(crate::error::too_many_transparent_ports(
+            wanted.len(),
+            MAX_TRANSPARENT_PORTS,
+        ));
+    };
+    slots.copy_from_slice(wanted);
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
@@ -73,9 +86,9 @@ pub(crate) fn channel(policy: &EgressPolicy) -> io::Result<(OwnedFd, ProxyChanne
         ours,
         ProxyChannel {
             channel: theirs,
-            transparent: policy.transparent_tcp(),
+            transparent: transparent.is_some(),
             ports,
-            count,
+            count: wanted.len(),
         },
     ))
 }

@@ -125,7 +125,7 @@ impl LocalProcesses {
             }
             if let Some(egress) = &policy.egress {
                 // Refuses more transparent ports than a child can hand over, now.
-                super::listen::channel(egress)?;
+                super::listen::transparent_ports(egress)?;
             }
             if as_root && policy.run_as.is_none() {
                 return Err(error::root_needs_run_as());
@@ -231,17 +231,19 @@ impl ExecutorProcesses for LocalProcesses {
         let cwd = open_cwd(sandbox, &request)?;
         let policy = &inner.policy;
         let egress = policy.egress.clone().filter(|_| !policy.unconfined);
+        let transparent = egress.as_deref().filter(|e| e.transparent_tcp());
+        let transparent_ports = match transparent {
+            Some(egress) => super::listen::transparent_ports(egress)?,
+            None => Vec::new(),
+        };
         let (proxy_end, proxy_channel) = match &egress {
-            Some(egress) => {
-                let (ours, theirs) = super::listen::channel(egress)?;
+            Some(_) => {
+                let ports = transparent.map(|_| &transparent_ports[..]);
+                let (ours, theirs) = super::listen::channel(ports)?;
                 (Some(ours), Some(theirs))
             }
             None => (None, None),
         };
-        let transparent = egress.as_deref().filter(|e| e.transparent_tcp());
-        let transparent_ports = transparent
-            .map(|e| e.transparent_ports())
-            .unwrap_or_default();
         let temp = make_temp(&inner.run_dir(&policy.temp_parent)?, policy)?;
         let temp_dir = std::fs::File::open(&temp.path)?;
         let (resolv_conf, resolv_file) = match transparent {

@@ -338,3 +338,35 @@ print(\"first:\", first.recv(100).split(b\"\\r\\n\")[0].decode())'"
     assert_eq!(audit[0]["reason"], "too many connections at once");
     assert_eq!(audit[1]["outcome"], "ok");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_ports_than_a_child_can_hand_over_are_refused_before_any_start() {
+    let lines = Lines::default();
+    // 80 and 443, and 31 more: 33 listeners, one past the bound.
+    let rules: String = (0..31)
+        .map(|i| format!("allow web.test:{}\n", 9000 + i))
+        .collect();
+    let (egress, _) = transparent(&rules, &[], &lines);
+    let ws = Workspace::new();
+    let sandbox = capfs::Sandbox::new()
+        .with_root(&ws.root, capfs::Access::ReadWrite)
+        .unwrap();
+    let too_many = policy(Network::None)
+        .with_egress(egress)
+        .with_run_as(65534, 65534);
+    let refused =
+        capfs::LocalProcesses::new(sandbox, too_many).expect_err("33 transparent ports refused");
+    assert_eq!(refused.kind(), io::ErrorKind::InvalidInput, "{refused}");
+    assert!(refused.to_string().contains("at most 32"), "{refused}");
+    assert!(refused.to_string().contains("name 33"), "{refused}");
+    // One port fewer is held.
+    let rules: String = (0..30)
+        .map(|i| format!("allow web.test:{}\n", 9000 + i))
+        .collect();
+    let (egress, _) = transparent(&rules, &[], &lines);
+    let processes = ws.processes(policy(Network::None).with_egress(egress));
+    let done = run(&processes, shell("sh", "echo started", &ws.root))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "started\n");
+}
