@@ -329,6 +329,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .with_max_blocking_per_connection(args.max_blocking_per_connection)
         .with_stream_idle_timeout(args.stream_idle_timeout)
         .with_connection_threads(args.connection_threads())
+        .with_poll_before_sleep(args.poll_before_sleep)
         .with_session_ttl(args.session_ttl)
         .with_max_outgoing_bytes(args.max_outgoing_bytes)
         .with_max_outgoing_bytes_per_connection(args.max_outgoing_bytes_per_connection)

@@ -77,6 +77,11 @@ pub struct ServeArgs {
     /// the accepting thread [default: one per core].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Longest a connection thread polls for the next call before it sleeps (up to 1ms; 0:
+    /// never): calls made one after another are then answered without waiting for a sleeping
+    /// CPU to wake. The window adapts, down to none while calls come seldom.
+    #[arg(long, value_name = "DURATION", default_value = "200us", value_parser = duration)]
+    pub poll_before_sleep: Duration,
     /// Time a streamed read or write may make no progress before it fails (seconds, or with a
     /// unit: 500ms, 2m).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]

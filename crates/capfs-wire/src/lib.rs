@@ -77,6 +77,7 @@
 #[macro_use]
 mod setters;
 
+mod encoding;
 mod environment;
 mod error;
 pub mod protocol;

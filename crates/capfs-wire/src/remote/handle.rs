@@ -5,8 +5,8 @@
 use std::io;
 use std::sync::Arc;
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 
 use super::client::Client;
 use super::reply::Empty;

@@ -26,9 +26,9 @@ mod routes;
 mod stream;
 mod walk;
 
+use crate::encoding::STANDARD;
 use async_trait::async_trait;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 
 use crate::protocol::{
     CAPFS_CREATE_SYMLINK_METHOD, CAPFS_READ_LINK_METHOD, CAPFS_WALK_METHOD, CopyParams,

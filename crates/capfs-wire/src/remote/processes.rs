@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
+use crate::encoding::STANDARD;
 use async_trait::async_trait;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

@@ -3,8 +3,8 @@
 
 use std::io;
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 
 use super::handle::RemoteFileSystem;
 use crate::protocol::{CAPFS_READ_FILE_RANGE_METHOD, ReadFileResponse, ReadRangeParams};

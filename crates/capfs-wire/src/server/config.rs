@@ -26,6 +26,9 @@ pub const DEFAULT_MAX_BLOCKING: usize = 128;
 pub const DEFAULT_MAX_BLOCKING_PER_CONNECTION: usize = 16;
 /// Default time a streamed transfer may go without progress before it fails.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default bound on how long a connection thread polls before it sleeps: a little more than a
+/// client's own round trip between two calls on a machine whose idle CPUs halt.
+pub const DEFAULT_POLL_BEFORE_SLEEP: Duration = Duration::from_micros(200);
 /// Default bound on connections still in their handshake (accepted, not yet upgraded).
 pub const DEFAULT_MAX_HANDSHAKES: usize = 64;
 /// Default time a connection has from being accepted to a completed WebSocket handshake.
@@ -59,6 +62,9 @@ const IN_FLIGHT_RANGE: RangeInclusive<usize> = 1..=4_096;
 const BLOCKING_RANGE: RangeInclusive<usize> = 1..=4_096;
 /// `connection_threads`: 0 (the caller's runtime) up to a thread per core of a large host.
 const THREADS_RANGE: RangeInclusive<usize> = 0..=1_024;
+/// Accepted bounds on polling before sleeping: none up to a millisecond (a longer one costs
+/// more than a wake-up it saves).
+const POLL_BEFORE_SLEEP_RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_millis(1);
 /// Accepted stream idle timeouts.
 const STREAM_IDLE_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_millis(10)..=Duration::from_secs(86_400);
@@ -122,6 +128,11 @@ pub struct ServerConfig {
     /// threads, split evenly. 0 (the default) runs connections on the runtime that calls
     /// [`Server::run_until`](super::Server::run_until). `capfs serve` uses one per core.
     pub connection_threads: usize,
+    /// Longest a connection thread polls for work before it sleeps (`docs/DESIGN.md` §7): a
+    /// call that arrives within it is served without waking a sleeping CPU. The window adapts,
+    /// down to none while calls come seldom. Zero never polls; it has no effect without
+    /// `connection_threads`.
+    pub poll_before_sleep: Duration,
     /// How long a session outlives its connection: a client that reconnects within it with
     /// `resumeSessionId` gets the session back.
     pub session_ttl: Duration,
@@ -162,6 +173,7 @@ with_setters!(ServerConfig {
     with_shutdown_timeout => shutdown_timeout: Duration,
     with_process_grace => process_grace: Duration,
     with_connection_threads => connection_threads: usize,
+    with_poll_before_sleep => poll_before_sleep: Duration,
     with_session_ttl => session_ttl: Duration,
     with_max_outgoing_bytes => max_outgoing_bytes: u64,
     with_max_outgoing_bytes_per_connection => max_outgoing_bytes_per_connection: u64,
@@ -212,6 +224,7 @@ impl Default for ServerConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             process_grace: DEFAULT_PROCESS_GRACE,
             connection_threads: 0,
+            poll_before_sleep: DEFAULT_POLL_BEFORE_SLEEP,
             session_ttl: DEFAULT_SESSION_TTL,
             max_outgoing_bytes: DEFAULT_MAX_OUTGOING_BYTES,
             max_outgoing_bytes_per_connection: DEFAULT_MAX_OUTGOING_BYTES_PER_CONNECTION,
@@ -265,6 +278,11 @@ impl ServerConfig {
         )?;
         check_in("--max-blocking", self.max_blocking, &BLOCKING_RANGE)?;
         check_in("--threads", self.connection_threads, &THREADS_RANGE)?;
+        check_duration(
+            "--poll-before-sleep",
+            self.poll_before_sleep,
+            &POLL_BEFORE_SLEEP_RANGE,
+        )?;
         check_in(
             "--max-blocking-per-connection",
             self.max_blocking_per_connection,
@@ -348,7 +366,7 @@ mod tests {
     #[test]
     fn zero_and_absurd_limits_are_refused_by_name() {
         type Change = fn(&mut ServerConfig);
-        let cases: [(Change, &str); 19] = [
+        let cases: [(Change, &str); 20] = [
             (|c| c.max_outgoing_bytes = 0, "--max-outgoing-bytes 0:"),
             (|c| c.max_outgoing_bytes = u64::MAX, "--max-outgoing-bytes"),
             (
@@ -359,6 +377,10 @@ mod tests {
             (
                 |c| c.connection_threads = 5_000,
                 "--threads 5000: must be from 0 to 1024",
+            ),
+            (
+                |c| c.poll_before_sleep = Duration::from_millis(2),
+                "--poll-before-sleep 2ms: must be from 0ns to 1ms",
             ),
             (
                 |c| c.max_blocking_per_connection = 0,

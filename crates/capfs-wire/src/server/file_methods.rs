@@ -2,8 +2,8 @@
 //! params and its [`Call`], makes the trait calls and returns its result. None touches the file
 //! system itself: everything goes through [`ExecutorFileSystem`](capfs::ExecutorFileSystem).
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 
 use super::fit;
 use super::payload::{Payload, base64_len, invalid_input, reply_fits, serialized};

@@ -139,6 +139,7 @@ impl Server {
             count => Some(ConnectionThreads::start(
                 count,
                 shared.config.max_blocking,
+                shared.config.poll_before_sleep,
                 &connections,
                 &cut,
             )?),

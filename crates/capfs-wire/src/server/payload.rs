@@ -2,8 +2,8 @@
 //! (a file's contents are encoded straight into the reply text), and the bytes it moved and the
 //! outgoing budget its reply draws from.
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -6,8 +6,8 @@
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use super::budget::ReplyBudget;

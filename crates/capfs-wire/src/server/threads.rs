@@ -50,10 +50,12 @@ impl ConnectionThreads {
     /// [`POOL_MARGIN`] threads, split evenly, so the process's thread count has the same bound
     /// as with one pool: work beyond a pool's share waits in that pool's queue (holding its
     /// work permit, so the server-wide bound still counts it). A thread stops once
-    /// `connections` is closed and empty, or at once when `cut` is cancelled.
+    /// `connections` is closed and empty, or at once when `cut` is cancelled. Each polls for
+    /// work for at most `poll_before_sleep` before it sleeps (`spin.rs`).
     pub(crate) fn start(
         count: usize,
         max_blocking: usize,
+        poll_before_sleep: std::time::Duration,
         connections: &TaskTracker,
         cut: &CancellationToken,
     ) -> io::Result<Self> {
@@ -69,10 +71,18 @@ impl ConnectionThreads {
             cut: cut.clone(),
         };
         for index in 0..count {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .max_blocking_threads(pool)
-                .build()?;
+            let (runtime, polls) = super::spin::build(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .max_blocking_threads(pool),
+                poll_before_sleep,
+            )?;
+            if !polls && !poll_before_sleep.is_zero() {
+                tracing::warn!(
+                    thread = index,
+                    "connection thread cannot poll before it sleeps: its epoll descriptor was not found"
+                );
+            }
             let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
             let (connections, cut) = (connections.clone(), cut.clone());
             let handle = std::thread::Builder::new()

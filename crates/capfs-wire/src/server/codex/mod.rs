@@ -10,8 +10,8 @@ pub(crate) mod watch;
 
 use std::collections::BTreeMap;
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 
 use crate::protocol::codex::{
     CanonicalizeResponse, CloseParams, CodexWalkParams, EnvironmentConfigReadParams,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 use tokio::sync::watch;
 

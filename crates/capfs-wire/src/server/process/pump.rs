@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
+use crate::encoding::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
