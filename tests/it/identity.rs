@@ -235,6 +235,45 @@ async fn processes_run_as_the_same_user_see_no_host_process_and_share_a_private_
 }
 
 #[tokio::test]
+async fn a_sessions_processes_without_a_network_share_one_empty_namespace_and_nothing_else() {
+    if !is_root() {
+        return;
+    }
+    let (_dir, ws) = owned_workspace(NOBODY);
+    let (server, mut peer) = serve_processes(&ws).await;
+    let script = "for ns in net user pid mnt; do echo $ns=$(readlink /proc/self/ns/$ns); done; \
+                  grep -c : /proc/net/dev";
+    let first = run(&mut peer, &ws, "one", script).await;
+    let second = run(&mut peer, &ws, "two", script).await;
+    // One network namespace for the session, not the host's; its only interface is the
+    // loopback, which is down (`ip`-less: /proc/net/dev lists it, nothing else).
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_eq!(value_of(&first, "net="), value_of(&second, "net="));
+    assert_ne!(value_of(&first, "net="), host.to_string_lossy());
+    assert!(first.ends_with("\n1\n"), "{first}");
+    // Everything else stays each process's own.
+    for ns in ["user=", "pid=", "mnt="] {
+        assert_ne!(value_of(&first, ns), value_of(&second, ns), "{ns}");
+    }
+    // Nothing reaches out of it: no TCP (Landlock) and no UDP (no interface up).
+    let refused = run(
+        &mut peer,
+        &ws,
+        "udp",
+        "python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         try:\n s.sendto(b\"x\", (\"127.0.0.1\", 9)); print(\"sent\")\n\
+         except OSError as e: print(\"refused\", e.errno)'",
+    )
+    .await;
+    assert!(refused.starts_with("refused"), "{refused}");
+    // Another session gets a namespace of its own.
+    let mut other = Peer::ready(&server.url).await;
+    let third = run(&mut other, &ws, "three", script).await;
+    assert_ne!(value_of(&first, "net="), value_of(&third, "net="));
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_fork_bomb_is_bounded_per_process_not_per_user_and_ends_with_its_process() {
     if !is_root() {
         return;

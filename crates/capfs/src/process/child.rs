@@ -14,6 +14,7 @@ use super::init;
 use super::listen::ProxyChannel;
 use super::mounts::Mounts;
 use super::policy::{Network, RunAs};
+use super::session_net::SessionNet;
 
 /// The steps the child takes, in order, before it runs the program. Any failure stops the
 /// child before the program runs; the parent's spawn then fails with that error.
@@ -25,6 +26,8 @@ pub(crate) struct ChildSetup {
     pub tty: bool,
     /// The process's cgroup's `cgroup.procs`, which the child enters by writing `0`.
     pub cgroup_procs: Option<OwnedFd>,
+    /// The session's network namespace (and its owner) to join before unsharing the rest.
+    pub join: Option<std::sync::Arc<SessionNet>>,
     /// Namespaces to unshare; with `NEWPID`, the process runs under a keeper and an init of
     /// its own (`init.rs`) and is the first process of the new PID namespace after its init.
     pub namespaces: Option<UnshareFlags>,
@@ -157,7 +160,7 @@ impl IdMaps {
     /// A server that became its user from root is not dumpable, so its `/proc/self` files are
     /// root's: the child is dumpable for these three writes only, and the program's `exec`
     /// then sets the flag as for any program.
-    fn write(&self) -> io::Result<()> {
+    pub(crate) fn write(&self) -> io::Result<()> {
         use rustix::process::DumpableBehavior;
         let was = rustix::process::dumpable_behavior()?;
         if was != DumpableBehavior::Dumpable {
@@ -201,6 +204,20 @@ impl ChildSetup {
                 return Err(Errno::IO.into());
             }
         }
+        Ok(())
+    }
+
+    /// Joins the session's namespaces: its user namespace first (whose owner the starter is,
+    /// so it gets every capability in it), then the network namespace that user namespace owns.
+    fn join(&self) -> io::Result<()> {
+        use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+        let Some(session) = &self.join else {
+            return Ok(());
+        };
+        if let Some(user) = session.user() {
+            move_into_link_name_space(user, Some(LinkNameSpaceType::User))?;
+        }
+        move_into_link_name_space(session.net(), Some(LinkNameSpaceType::Network))?;
         Ok(())
     }
 
@@ -316,14 +333,16 @@ fn netlink_request(request: &[u8]) -> io::Result<()> {
 }
 
 /// The namespaces a process gets for `network`: a network namespace of its own unless it may
-/// use the host's, and a user namespace too when the starter is not root (an unprivileged
-/// user may create a network namespace only inside a user namespace it owns).
+/// use the host's or `joins` its session's, and a user namespace too when the starter is not
+/// root (an unprivileged user may create a network namespace only inside a user namespace it
+/// owns).
 /// Always a mount namespace (the host read-only, the roots writable) and a PID namespace (the
 /// process sees its own processes only, and they all end with it), inside a user namespace
 /// when not root, for the same reason.
-pub(crate) fn namespaces(network: Network, as_root: bool) -> Option<UnshareFlags> {
+pub(crate) fn namespaces(network: Network, as_root: bool, joins: bool) -> Option<UnshareFlags> {
     let mut flags = match network {
         Network::All => UnshareFlags::empty(),
+        _ if joins => UnshareFlags::empty(),
         _ => UnshareFlags::NEWNET,
     };
     flags |= UnshareFlags::NEWNS | UnshareFlags::NEWPID;
@@ -338,7 +357,8 @@ pub(crate) fn namespaces(network: Network, as_root: bool) -> Option<UnshareFlags
 pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
-    // TIOCSCTTY, fchdir, open and write of `/proc/self` id maps from buffers the parent
+    // TIOCSCTTY, fchdir, setns into the session's namespaces (descriptors the parent holds),
+    // open and write of `/proc/self` id maps from buffers the parent
     // filled, write to a descriptor opened by the parent, unshare, socket, send and recv on
     // the stack (the requests that set `lo` up and add the all-local route, both built by
     // the parent), mount (propagation, a new procfs), openat2 and fstat on paths the parent
@@ -359,6 +379,7 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;
+            setup.join()?;
             if let Some(flags) = setup.namespaces {
                 rustix::thread::unshare_unsafe(flags)?;
                 setup.share()?;

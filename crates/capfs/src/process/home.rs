@@ -1,15 +1,18 @@
 //! The private home of a sandbox's processes: one directory outside the roots, made for a
 //! session at its first process, writable by the user processes run as, the `HOME` of every
-//! process started with it, and removed once the session and all its processes are gone.
+//! process started with it, and removed once the session and all its processes are gone. It
+//! also holds what else the session's processes share: the network namespace of those
+//! without a network (`session_net.rs`).
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::policy::RunAs;
 use super::run_dir::RunDir;
+use super::session_net::SessionNet;
 
 /// A private home directory, removed when dropped; share it with [`std::sync::Arc`] among the
 /// requests of one session ([`ProcessRequest::home`](super::ProcessRequest::home)).
@@ -19,6 +22,8 @@ pub struct Home {
     dir: File,
     /// The server's run directory it lies in, removed after the last home and process in it.
     _within: Arc<RunDir>,
+    /// The session's network namespace, made at the first start that needs it.
+    net: OnceLock<Arc<SessionNet>>,
 }
 
 impl Home {
@@ -36,6 +41,7 @@ impl Home {
             dir: File::open(&path)?,
             path,
             _within: Arc::clone(within),
+            net: OnceLock::new(),
         };
         if let Some(owner) = owner {
             std::os::unix::fs::fchown(&home.dir, Some(owner.uid), Some(owner.gid))?;
@@ -51,6 +57,19 @@ impl Home {
     /// The open directory.
     pub(crate) fn dir(&self) -> &File {
         &self.dir
+    }
+
+    /// The session's network namespace, made by `make` the first time (two first starts at
+    /// once may both make one; the second is dropped).
+    pub(crate) fn session_net(
+        &self,
+        make: impl FnOnce() -> io::Result<SessionNet>,
+    ) -> io::Result<Arc<SessionNet>> {
+        if let Some(made) = self.net.get() {
+            return Ok(Arc::clone(made));
+        }
+        let made = Arc::new(make()?);
+        Ok(Arc::clone(self.net.get_or_init(|| made)))
     }
 }
 

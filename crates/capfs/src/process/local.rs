@@ -20,6 +20,7 @@ use super::policy::{Network, ProcessPolicy};
 use super::prepare::{Slot, make_temp, validate};
 use super::run::{self, Wiring};
 use super::run_dir::RunDir;
+use super::session_net::SessionNet;
 use super::{Confinement, ExecutorProcesses, ProcessRequest, StartedProcess};
 use crate::error;
 use crate::sandbox::{Access, Sandbox};
@@ -165,7 +166,9 @@ fn describe(policy: &ProcessPolicy, cgroup: bool) -> String {
         _ if policy.egress.is_some() => {
             "egress by name only (own namespace, tcp to its proxy only, no unix sockets)"
         }
-        Network::None => "no network (own namespace, tcp refused, no unix sockets)",
+        Network::None => {
+            "no network (a namespace with no interface up, one per session, tcp refused, no unix sockets)"
+        }
         Network::Loopback => "own loopback only (own namespace, no unix sockets)",
         Network::All => "host network",
     };
@@ -335,6 +338,15 @@ impl ExecutorProcesses for LocalProcesses {
                 command.stderr(Stdio::piped());
             }
         }
+        // Processes without a network share their session's empty network namespace: making
+        // and tearing down one per process is most of what a start costs (session_net.rs).
+        let join = match (confined, policy.network, &egress, home) {
+            (true, Network::None, None, Some(home)) => Some(home.session_net(|| {
+                let maps = (!inner.as_root).then(child::IdMaps::of_current);
+                SessionNet::create(maps.as_ref())
+            })?),
+            _ => None,
+        };
         let tasks = match inner.cgroups.is_some() {
             // The cgroup bounds each process's tree; the user's count is a second line.
             true => policy.max_tasks.saturating_mul(policy.max_processes as u64),
@@ -347,8 +359,9 @@ impl ExecutorProcesses for LocalProcesses {
                 tty: tty.is_some(),
                 cgroup_procs,
                 namespaces: confined
-                    .then(|| child::namespaces(policy.network, inner.as_root))
+                    .then(|| child::namespaces(policy.network, inner.as_root, join.is_some()))
                     .flatten(),
+                join,
                 id_maps: (confined && !inner.as_root).then(child::IdMaps::of_current),
                 mounts,
                 proc_rule,

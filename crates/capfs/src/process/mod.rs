@@ -32,6 +32,7 @@ mod pty;
 mod run;
 mod run_dir;
 mod seccomp;
+mod session_net;
 
 pub use home::Home;
 pub use local::LocalProcesses;
