@@ -365,12 +365,14 @@ impl Connection {
         let in_flight = Arc::clone(&self.in_flight);
         if matches!(runs, Some(Runs::StreamRead(_))) {
             let ctx = self.stream_context(out);
-            tokio::spawn(async move {
+            // One task, its future boxed (as below).
+            tokio::spawn(Box::pin(async move {
                 let Ok(in_flight) = in_flight.acquire_owned().await else {
                     return;
                 };
-                stream::start_read(ctx, id, params, RequestSlots::new(in_flight, admitted), log);
-            });
+                let slots = RequestSlots::new(in_flight, admitted);
+                stream::stream_read(ctx, id, params, slots, log).await;
+            }));
             return;
         }
         let shared = Arc::clone(&self.shared);

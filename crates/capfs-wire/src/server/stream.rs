@@ -78,31 +78,29 @@ fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
         .map_err(|e| ErrorObject::from_io(&e))
 }
 
-/// Starts a streamed read: the backend writes the file into data frames, then the reply goes.
-pub(crate) fn start_read(
+/// Runs a streamed read: the backend writes the file into data frames, then the reply goes.
+pub(crate) async fn stream_read(
     ctx: StreamContext,
     id: RequestId,
     params: CallParams,
     in_flight: RequestSlots,
     mut log: RequestLog,
 ) {
-    tokio::spawn(async move {
-        let params = take::<ReadStreamParams>(params, log.paths.as_mut());
-        let reply = match params {
-            Err(error) => Err(error),
-            Ok(p) => {
-                // The policy looks at the file system too: under a work permit, as the read.
-                let held = ctx.work.clone().acquire().await;
-                match check_policy(&*ctx.fs, &p).await {
-                    Err(error) => Err(error),
-                    Ok(()) => stream_reply(read(&ctx, &p, held).await),
-                }
+    let params = take::<ReadStreamParams>(params, log.paths.as_mut());
+    let reply = match params {
+        Err(error) => Err(error),
+        Ok(p) => {
+            // The policy looks at the file system too: under a work permit, as the read.
+            let held = ctx.work.clone().acquire().await;
+            match check_policy(&*ctx.fs, &p).await {
+                Err(error) => Err(error),
+                Ok(()) => stream_reply(read(&ctx, &p, held).await),
             }
-        };
-        log.finish(&Payload::for_log(&reply), 0);
-        reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
-        drop(in_flight);
-    });
+        }
+    };
+    log.finish(&Payload::for_log(&reply), 0);
+    reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
+    drop(in_flight);
 }
 
 /// Sends `p`'s file as data frames: through the connection's writer when the backend hands it
