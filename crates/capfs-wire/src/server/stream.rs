@@ -107,13 +107,17 @@ pub(crate) async fn stream_read(
 /// over as a descriptor, through the backend's `read_file_to` otherwise. `held` is the work
 /// permit it opens the file under.
 async fn read(ctx: &StreamContext, p: &ReadStreamParams, held: WorkPermit) -> io::Result<u64> {
-    if let Some(max) = p.max_bytes {
-        too_large_before(&*ctx.fs, &p.path, max).await?;
-    }
     let opened = match ctx.writes_frames_itself {
         true => ctx.fs.open_for_transfer(&p.path).await?,
         false => None,
     };
+    // A file whose size already says it holds more than the bound is refused before any
+    // frame: an opened one by its own size, any other by the backend's metadata.
+    match (&opened, p.max_bytes) {
+        (Some(file), Some(max)) if file.metadata()?.len() > max => return Err(too_large(max)),
+        (None, Some(max)) => too_large_before(&*ctx.fs, &p.path, max).await?,
+        _ => {}
+    }
     drop(held);
     match opened {
         Some(file) => {
