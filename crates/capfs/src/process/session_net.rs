@@ -49,8 +49,14 @@ impl SessionNet {
         drop(theirs);
         let received = receive(&ours, maps.is_some());
         let waited = wait(child);
-        let (user, net) = received?;
-        waited?;
+        let unmade = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot make the session's network namespace: {e}"),
+            )
+        };
+        waited.map_err(unmade)?;
+        let (user, net) = received.map_err(unmade)?;
         Ok(Self { user, net })
     }
 
