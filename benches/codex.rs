@@ -130,22 +130,30 @@ async fn read_blocks(ws: &mut Ws, server: &Server, name: &str, size: usize) -> f
     loop {
         let block = json!({"handleId": "bench", "offset": offset, "len": BLOCK});
         ws.send(request(1, "fs/readBlock", block)).await.unwrap();
-        let text = loop {
-            match ws.next().await.expect("open").expect("frame") {
-                Message::Text(text) => break text,
-                _ => continue,
-            }
-        };
-        let start = text.find(r#""chunk":""#).expect("a chunk") + 9;
-        let chunk = &text[start..start + text[start..].find('"').expect("its end")];
-        offset += chunk.len() / 4 * 3 - chunk.bytes().rev().take_while(|b| *b == b'=').count();
-        if text.contains(r#""eof":true"#) {
+        let (read, eof) = block_reply(ws).await;
+        offset += read;
+        if eof {
             break;
         }
     }
     call(ws, "fs/close", json!({"handleId": "bench"})).await;
     assert_eq!(offset, size, "{}: read all of {name}", server.name);
     size as f64 / 1e6 / started.elapsed().as_secs_f64()
+}
+
+/// The next text message, a `fs/readBlock` reply: the bytes its chunk holds (found in the
+/// text, not decoded) and whether it said `eof`.
+async fn block_reply(ws: &mut Ws) -> (usize, bool) {
+    let text = loop {
+        match ws.next().await.expect("open").expect("frame") {
+            Message::Text(text) => break text,
+            _ => continue,
+        }
+    };
+    let start = text.find(r#""chunk":""#).expect("a chunk") + 9;
+    let chunk = &text[start..start + text[start..].find('"').expect("its end")];
+    let bytes = chunk.len() / 4 * 3 - chunk.bytes().rev().take_while(|b| *b == b'=').count();
+    (bytes, text.contains(r#""eof":true"#))
 }
 
 fn plant(root: &Path) {

@@ -7,7 +7,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{BLOCK, ONE_AT_A_TIME, ROUNDS, Server, call, connect, next, request};
+use super::{BLOCK, ONE_AT_A_TIME, ROUNDS, Server, block_reply, call, connect, next, request};
 
 /// The cheapest WebSocket server tokio-tungstenite allows: its own thread with a
 /// `current_thread` runtime, answering every text message with `reply`.
@@ -83,15 +83,7 @@ pub(crate) async fn block_rate() -> f64 {
         for offset in 0..blocks {
             let params = json!({"handleId": "bench", "offset": offset * BLOCK, "len": BLOCK});
             ws.send(request(1, "fs/readBlock", params)).await.unwrap();
-            let text = loop {
-                match ws.next().await.expect("open").expect("frame") {
-                    Message::Text(text) => break text,
-                    _ => continue,
-                }
-            };
-            let start = text.find(r#""chunk":""#).expect("a chunk") + 9;
-            let chunk = &text[start..start + text[start..].find('"').expect("its end")];
-            read += chunk.len() / 4 * 3 - chunk.bytes().rev().take_while(|b| *b == b'=').count();
+            read += block_reply(&mut ws).await.0;
         }
         assert_eq!(read, blocks * BLOCK);
         best = best.max(read as f64 / 1e6 / started.elapsed().as_secs_f64());

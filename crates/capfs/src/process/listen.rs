@@ -138,24 +138,31 @@ impl ProxyChannel {
         for (slot, fd) in fds[2..].iter_mut().zip(made.iter().flatten()) {
             *slot = fd.as_fd();
         }
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        if !control.push(SendAncillaryMessage::ScmRights(&fds[..2 + n])) {
-            return Err(rustix::io::Errno::NOBUFS.into());
-        }
-        let byte = [1u8];
-        rustix::net::sendmsg(
-            &self.channel,
-            &[IoSlice::new(&byte)],
-            &mut control,
-            SendFlags::empty(),
-        )?;
-        Ok(())
+        send_descriptors(&self.channel, &fds[..2 + n])
     }
 }
 
-/// In the starter, once the child runs: the sockets it sent for `policy`.
-pub(crate) fn receive(channel: &OwnedFd, policy: &EgressPolicy) -> io::Result<Listeners> {
+/// Sends `fds` (at most [`MAX_FDS`]) on `channel` with one byte, from buffers on the stack:
+/// a child may call it between `fork` and `exec`.
+pub(crate) fn send_descriptors(channel: &OwnedFd, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(rustix::io::Errno::NOBUFS.into());
+    }
+    let byte = [1u8];
+    rustix::net::sendmsg(
+        channel,
+        &[IoSlice::new(&byte)],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    Ok(())
+}
+
+/// The descriptors sent on `channel` by [`send_descriptors`], in their order; `flags` say
+/// whether to wait for them.
+pub(crate) fn receive_descriptors(channel: &OwnedFd, flags: RecvFlags) -> io::Result<Vec<OwnedFd>> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut byte = [0u8; 1];
@@ -163,7 +170,7 @@ pub(crate) fn receive(channel: &OwnedFd, policy: &EgressPolicy) -> io::Result<Li
         channel,
         &mut [io::IoSliceMut::new(&mut byte)],
         &mut control,
-        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+        flags | RecvFlags::CMSG_CLOEXEC,
     )?;
     let mut fds = Vec::new();
     for message in control.drain() {
@@ -171,6 +178,12 @@ pub(crate) fn receive(channel: &OwnedFd, policy: &EgressPolicy) -> io::Result<Li
             fds.extend(received);
         }
     }
+    Ok(fds)
+}
+
+/// In the starter, once the child runs: the sockets it sent for `policy`.
+pub(crate) fn receive(channel: &OwnedFd, policy: &EgressPolicy) -> io::Result<Listeners> {
+    let fds = receive_descriptors(channel, RecvFlags::DONTWAIT)?;
     let missing = || io::Error::other("the process did not hand over its proxy sockets");
     let mut fds = fds.into_iter();
     let http = fds.next().ok_or_else(missing)?;

@@ -15,6 +15,7 @@ use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
 use super::confine;
 use super::egress::Proxy;
+use super::id_maps::IdMaps;
 use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
 use super::prepare::{Slot, make_temp, validate};
@@ -342,7 +343,7 @@ impl ExecutorProcesses for LocalProcesses {
         // and tearing down one per process is most of what a start costs (session_net.rs).
         let join = match (confined, policy.network, &egress, home) {
             (true, Network::None, None, Some(home)) => Some(home.session_net(|| {
-                let maps = (!inner.as_root).then(child::IdMaps::of_current);
+                let maps = (!inner.as_root).then(IdMaps::of_current);
                 SessionNet::create(maps.as_ref())
             })?),
             _ => None,
@@ -362,7 +363,7 @@ impl ExecutorProcesses for LocalProcesses {
                     .then(|| child::namespaces(policy.network, inner.as_root, join.is_some()))
                     .flatten(),
                 join,
-                id_maps: (confined && !inner.as_root).then(child::IdMaps::of_current),
+                id_maps: (confined && !inner.as_root).then(IdMaps::of_current),
                 mounts,
                 proc_rule,
                 loopback_up: (confined

@@ -22,6 +22,7 @@ mod child;
 mod confine;
 pub mod egress;
 mod home;
+mod id_maps;
 mod init;
 mod listen;
 mod local;

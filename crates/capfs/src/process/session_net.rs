@@ -12,15 +12,12 @@
 //! network namespace of their own, whose listeners are theirs alone.
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags,
-};
+use rustix::net::RecvFlags;
 
-use super::child::IdMaps;
+use super::id_maps::IdMaps;
+use super::listen::{receive_descriptors, send_descriptors};
 
 /// The namespaces a session's processes join: its network namespace and, when the starter
 /// is not root, the user namespace that owns it (joining a network namespace takes
@@ -100,38 +97,13 @@ fn make_and_send(
     };
     let fds: [BorrowedFd<'_>; 2] = [net.as_fd(), user.as_ref().unwrap_or(&net).as_fd()];
     let count = if user.is_some() { 2 } else { 1 };
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !control.push(SendAncillaryMessage::ScmRights(&fds[..count])) {
-        return Err(rustix::io::Errno::NOBUFS.into());
-    }
-    rustix::net::sendmsg(
-        channel,
-        &[io::IoSlice::new(&[1u8])],
-        &mut control,
-        SendFlags::empty(),
-    )?;
-    Ok(())
+    send_descriptors(channel, &fds[..count])
 }
 
 /// The descriptors the child sent: the network namespace's, then the user namespace's when
-/// `with_user`. Each is checked to be the namespace it stands for.
+/// `with_user` (each process's `setns` names the type it expects of each).
 fn receive(channel: &OwnedFd, with_user: bool) -> io::Result<(Option<OwnedFd>, OwnedFd)> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let mut byte = [0u8; 1];
-    rustix::net::recvmsg(
-        channel,
-        &mut [io::IoSliceMut::new(&mut byte)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
-    let mut fds = Vec::new();
-    for message in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = message {
-            fds.extend(rights);
-        }
-    }
+    let fds = receive_descriptors(channel, RecvFlags::empty())?;
     let unmade = || io::Error::other("the session's network namespace was not made");
     let mut fds = fds.into_iter();
     let net = fds.next().ok_or_else(unmade)?;
