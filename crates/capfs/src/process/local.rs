@@ -340,7 +340,8 @@ impl ExecutorProcesses for LocalProcesses {
             }
         }
         // Processes without a network share their session's empty network namespace: making
-        // and tearing down one per process is most of what a start costs (session_net.rs).
+        // and tearing down one per process was the largest single cost of a start
+        // (session_net.rs). A request without a home (no session) keeps a namespace of its own.
         let join = match (confined, policy.network, &egress, home) {
             (true, Network::None, None, Some(home)) => Some(home.session_net(|| {
                 let maps = (!inner.as_root).then(IdMaps::of_current);
