@@ -82,4 +82,42 @@ async fn a_range_whose_reply_passes_the_message_limit_is_refused_before_it_is_re
             .len(),
         1_000
     );
+    // Whole-file reads from this server, whose messages cannot hold a small file's range, are
+    // streamed: the same bytes, below and above the size a range would have carried.
+    for len in [0, 3_000, 20_000] {
+        std::fs::write(dir.path().join("f"), vec![b'y'; len]).unwrap();
+        assert_eq!(remote.read_file(&path).await.unwrap(), vec![b'y'; len]);
+    }
+}
+
+/// Whole-file reads through a server try one range of 16 KiB and a byte first, and stream
+/// whatever is larger: each size around that bound reads back whole on both backends, and the
+/// read limit refuses a file past it whichever way the file was read.
+#[test_case(false, 1_000_000 ; "local")]
+#[test_case(true, 1_000_000 ; "remote")]
+#[test_case(false, 5_000 ; "local under a read limit below the bound")]
+#[test_case(true, 5_000 ; "remote under a read limit below the bound")]
+#[tokio::test]
+async fn whole_files_read_back_whole_on_each_side_of_the_small_read_bound(
+    remote: bool,
+    limit: u64,
+) {
+    let t = env_with_read_limit(remote, limit).await;
+    for len in [
+        0u64, 1, 4_999, 5_000, 5_001, 16_383, 16_384, 16_385, 16_386, 100_000,
+    ] {
+        let body: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+        let name = format!("f{len}");
+        t.mkfile(&name, &body);
+        let read = t.fs.read_file(&t.p(&name)).await;
+        if len <= limit {
+            assert_eq!(read.unwrap(), body, "{len} bytes");
+        } else {
+            assert_eq!(err_kind(read), ErrorKind::InvalidInput, "{len} bytes");
+        }
+    }
+    let dir = t.fs.read_file(&t.p("outer")).await;
+    assert_eq!(err_kind(dir), ErrorKind::IsADirectory);
+    let missing = t.fs.read_file(&t.p("missing")).await;
+    assert_eq!(err_kind(missing), ErrorKind::NotFound);
 }

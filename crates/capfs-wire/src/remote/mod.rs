@@ -52,6 +52,11 @@ use stream::STREAM_WRITE_THRESHOLD;
 #[async_trait]
 impl ExecutorFileSystem for RemoteFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
+        if self.client.small_reads
+            && let Some(data) = self.read_small(path).await?
+        {
+            return Ok(data);
+        }
         if self.client.data_frames {
             let mut data = Vec::new();
             let limit = self.client.read_limit;
