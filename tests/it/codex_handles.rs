@@ -417,3 +417,74 @@ async fn a_watch_tells_once_when_a_missing_path_appears() {
     drop(peer);
     resume_when_left(&server.url, &session).await;
 }
+
+/// A reply carrying more than a fragment of a file (`fs/readBlock` of 1 MiB, `fs/readFile` of
+/// megabytes) goes out as one message in several frames. With many other replies in flight on
+/// the same connection, each arrives whole and alone: a frame of another message between two
+/// fragments would be a protocol error to the peer, and a fragment out of place would change the
+/// bytes.
+#[tokio::test]
+async fn fragmented_replies_arrive_whole_beside_other_replies() {
+    use base64::Engine;
+    let decode = |text: &Value| {
+        let text = text.as_str().expect("base64 text");
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .expect("base64")
+    };
+    let env = env(false).await;
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    env.mkfile("big", &body);
+    env.mkfile("small", b"small");
+    let server = serve(&env).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    let open = json!({"handleId": "r", "path": uri(env.p("big")), "mode": "read", "sandbox": null});
+    let reply = peer.request("fs/open", open).await;
+    assert_eq!(reply["result"]["handleId"], "r", "{reply}");
+    // Everything is sent before any reply is read, so the replies queue up together.
+    let mut sent = Vec::new();
+    let mut id = 1_000;
+    for round in 0..3u64 {
+        let offset = round * 900_001;
+        let mut request = |method: &str, params: Value| {
+            id += 1;
+            sent.push((id, method.to_owned(), params.clone()));
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        };
+        let requests = [
+            request(
+                "fs/readBlock",
+                json!({"handleId": "r", "offset": offset, "len": 1_048_576}),
+            ),
+            request("fs/readFile", json!({"path": uri(env.p("big"))})),
+        ]
+        .into_iter()
+        .chain((0..16).map(|_| request("fs/getMetadata", json!({"path": uri(env.p("small"))}))));
+        for message in requests.collect::<Vec<_>>() {
+            peer.send(message).await;
+        }
+    }
+    let mut answered = std::collections::HashMap::new();
+    while answered.len() < sent.len() {
+        let message = peer
+            .next()
+            .await
+            .expect("every reply before the connection closed");
+        let id = message["id"].as_i64().expect("a reply");
+        assert!(answered.insert(id, message).is_none(), "one reply to {id}");
+    }
+    for (id, method, params) in sent {
+        let reply = &answered[&id];
+        let result = &reply["result"];
+        match method.as_str() {
+            "fs/readBlock" => {
+                let offset = params["offset"].as_u64().unwrap() as usize;
+                let end = (offset + 1_048_576).min(body.len());
+                assert_eq!(decode(&result["chunk"]), &body[offset..end], "{id}");
+                assert_eq!(result["eof"], end == body.len(), "{id}");
+            }
+            "fs/readFile" => assert!(decode(&result["dataBase64"]) == body, "{id}"),
+            _ => assert_eq!(result["size"], 5, "{reply}"),
+        }
+    }
+}

@@ -73,6 +73,12 @@ pub(crate) fn socket_wrote_nothing() -> io::Error {
     io::Error::from(ErrorKind::WriteZero)
 }
 
+pub(crate) fn text_frame_length(made: usize, announced: usize) -> io::Error {
+    io::Error::other(format!(
+        "a text frame announced {announced} bytes and its pieces made {made}"
+    ))
+}
+
 pub(crate) fn websocket_writer_failed() -> io::Error {
     io::Error::new(ErrorKind::BrokenPipe, "the WebSocket's writer failed")
 }

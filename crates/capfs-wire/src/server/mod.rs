@@ -13,7 +13,8 @@
 //! each returns a `Payload` (`payload.rs`) that `reply.rs` queues for the writer.
 //! `state.rs` is what a connection keeps between requests; `stream.rs` carries the data-frame
 //! extension; `outgoing.rs` is the server's end of the link's writer, which on TCP reads and
-//! writes the data frames of local files itself, and `stall.rs` its watchdog; `audit.rs` writes
+//! writes the data frames of local files itself and encodes large file replies as it writes
+//! them (`encoded.rs`), and `stall.rs` its watchdog; `audit.rs` writes
 //! one line per request; `config.rs` holds the limits; `threads.rs` runs connections on threads
 //! of their own, each with a `current_thread` runtime; `pair.rs` joins a byte-stream connection
 //! to a client in the same process.
@@ -26,6 +27,7 @@ mod byte_stream;
 mod codex;
 mod config;
 mod connection;
+mod encoded;
 mod file_methods;
 mod fit;
 mod frames;

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::budget::{ConnectionBudget, Reservation};
+use super::encoded::{self, EncodedReply};
 use super::stall::WriterClock;
 use super::work::Work;
 use crate::error::stream_idle;
@@ -54,6 +55,7 @@ pub(crate) type Outgoing = Queued<Tracked>;
 pub(crate) enum Tracked {
     Span(FileSpan),
     Reserved(WsMessage, Reservation),
+    Encoded(EncodedReply),
 }
 
 impl Outgoing {
@@ -226,6 +228,11 @@ impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, Tracked> for Writer {
             Tracked::Reserved(message, reservation) => {
                 let sent = sink.feed(message).await.is_ok();
                 self.unflushed = Some(reservation);
+                sent
+            }
+            Tracked::Encoded(reply) => {
+                let sent = encoded::send(sink, socket, reply).await;
+                self.unflushed = None;
                 sent
             }
         };

@@ -11,9 +11,11 @@ use base64::Engine;
 use serde_json::Value;
 
 use super::budget::ReplyBudget;
-use super::outgoing::Outgoing;
+use super::encoded::{self, EncodedReply};
+use super::outgoing::{Outgoing, Tracked};
 use super::payload::{Payload, REPLY_ENVELOPE_BYTES, base64_len};
 use crate::protocol::{ErrorObject, ErrorResponse, Message, RequestId, Response};
+use crate::transport::writer::Queued;
 
 /// Queues the reply to `id`. A reply whose size is known before it is built (a file's, or a
 /// result already serialised) is covered first; another (an error, a small result) is covered
@@ -26,7 +28,11 @@ pub(crate) async fn send(
 ) {
     let id_len = serde_json::to_string(&id).map_or(0, |id| id.len()) as u64;
     let known = match &reply {
-        Ok(Payload::FileData(data)) => Some(base64_len(data.len() as u64)),
+        // The bytes and their text, both held while the text is built (a writer that encodes
+        // the text as it writes it holds the bytes and a piece's text, which is less).
+        Ok(Payload::FileData(data) | Payload::Block { data, .. }) => {
+            Some(data.len() as u64 + base64_len(data.len() as u64))
+        }
         Ok(Payload::Text(text)) => Some(text.len() as u64),
         _ => None,
     };
@@ -39,6 +45,17 @@ pub(crate) async fn send(
             Err(e) => Err(ErrorObject::from_io(&e)),
         },
         None => reply,
+    };
+    let reply = match reply {
+        Ok(Payload::FileData(data)) if encoded::in_pieces(data.len()) => {
+            let opening = with_opening(&id, FILE_DATA_OPENING);
+            return send_encoded(out, budget, opening, data, FILE_DATA_CLOSING).await;
+        }
+        Ok(Payload::Block { data, eof }) if encoded::in_pieces(data.len()) => {
+            let opening = with_opening(&id, BLOCK_OPENING);
+            return send_encoded(out, budget, opening, data, block_closing(eof)).await;
+        }
+        reply => reply,
     };
     let text = reply_text(id.clone(), reply);
     let text = match budget.cover(text.len() as u64).await {
@@ -54,6 +71,28 @@ pub(crate) async fn send(
     let _ = out
         .send(Outgoing::reserved(WsMessage::text(text), reservation))
         .await;
+}
+
+/// Queues a reply carrying more of a file than one piece, for the writer to encode as it
+/// sends it (`encoded.rs`); its text was covered above, and the reservation shrinks to what
+/// the writer holds meanwhile.
+async fn send_encoded(
+    out: &mpsc::Sender<Outgoing>,
+    budget: &mut ReplyBudget,
+    opening: String,
+    data: Vec<u8>,
+    closing: &'static str,
+) {
+    let mut reservation = budget.take();
+    let envelope = opening.len() + closing.len();
+    reservation.shrink_to(EncodedReply::held_bytes(data.len(), envelope));
+    let reply = EncodedReply {
+        opening,
+        data,
+        closing,
+        reservation,
+    };
+    let _ = out.send(Queued::Own(Tracked::Encoded(reply))).await;
 }
 
 /// Queues `message`, answered without running a request, under `budget`.
@@ -86,20 +125,16 @@ pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> 
     match reply {
         Ok(Payload::FileData(data)) => {
             let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
-            text.push_str(r#"{"dataBase64":""#);
+            text.push_str(FILE_DATA_OPENING);
             STANDARD.encode_string(&data, &mut text);
-            text.push_str(r#""}}"#);
+            text.push_str(FILE_DATA_CLOSING);
             text
         }
         Ok(Payload::Block { data, eof }) => {
             let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
-            text.push_str(r#"{"chunk":""#);
+            text.push_str(BLOCK_OPENING);
             STANDARD.encode_string(&data, &mut text);
-            text.push_str(if eof {
-                r#"","eof":true}}"#
-            } else {
-                r#"","eof":false}}"#
-            });
+            text.push_str(block_closing(eof));
             text
         }
         Ok(Payload::Text(result)) => {
@@ -111,6 +146,27 @@ pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> 
         Ok(Payload::Json(value)) => reply_message(id, Ok(value)).to_text(),
         Err(error) => reply_message(id, Err(error)).to_text(),
     }
+}
+
+/// What comes before and after the base64 of a file's contents in the result of `fs/readFile`
+/// and of `fs/readBlock` (the reply's closing brace included).
+const FILE_DATA_OPENING: &str = r#"{"dataBase64":""#;
+const FILE_DATA_CLOSING: &str = r#""}}"#;
+const BLOCK_OPENING: &str = r#"{"chunk":""#;
+
+fn block_closing(eof: bool) -> &'static str {
+    if eof {
+        r#"","eof":true}}"#
+    } else {
+        r#"","eof":false}}"#
+    }
+}
+
+/// `{"id":<id>,"result":` and then `result_start`.
+fn with_opening(id: &RequestId, result_start: &str) -> String {
+    let mut text = result_opening(id, result_start.len());
+    text.push_str(result_start);
+    text
 }
 
 /// `{"id":<id>,"result":` with room for a result of `result_len` bytes and the closing brace.

@@ -181,6 +181,44 @@ impl DirectSocket {
         written
     }
 
+    /// Writes one whole text frame (RFC 6455 §5.2, final, unmasked: a server's) of `len` bytes
+    /// after everything `sink` has taken, its payload made piece by piece: `next_piece` appends
+    /// the next piece to the buffer it is given (empty but for the frame's header before the
+    /// first) and says whether more follow; each piece is written before the next is made. A
+    /// payload whose pieces do not add up to `len` is an error, as a broken socket is: the
+    /// connection is over, the frame half out.
+    pub(crate) async fn send_text_frame<S>(
+        &self,
+        sink: &mut S,
+        len: usize,
+        mut next_piece: impl FnMut(&mut Vec<u8>) -> bool,
+    ) -> io::Result<()>
+    where
+        S: Sink<WsMessage> + Unpin,
+    {
+        self.take(sink).await?;
+        let (head, head_len) = frame_head(0x81, len, None);
+        let mut buffer = head[..head_len].to_vec();
+        let mut written = 0;
+        let result = loop {
+            let more = next_piece(&mut buffer);
+            written += buffer.len();
+            if let Err(e) = write_all(&self.socket, &buffer).await {
+                break Err(e);
+            }
+            if !more {
+                break if written == head_len + len {
+                    Ok(())
+                } else {
+                    Err(crate::error::text_frame_length(written - head_len, len))
+                };
+            }
+            buffer.clear();
+        };
+        self.release();
+        result
+    }
+
     /// Takes the socket for one data frame: flushes what tungstenite holds, until nothing of
     /// its is half-written, then holds its writes back until [`release`](Self::release).
     async fn take<S>(&self, sink: &mut S) -> io::Result<()>
@@ -243,9 +281,21 @@ pub(crate) fn frame_in_place(
     let payload_start = FRAME_HEAD_ROOM - DATA_FRAME_HEADER_LEN;
     buffer[payload_start..FRAME_HEAD_ROOM].copy_from_slice(data_header);
     let len = DATA_FRAME_HEADER_LEN + payload_len;
-    let mut head = [0u8; 14];
     // FIN and opcode 2 (binary).
-    head[0] = 0x82;
+    let (head, at) = frame_head(0x82, len, mask);
+    if let Some(key) = mask {
+        apply_mask(&mut buffer[payload_start..payload_start + len], key);
+    }
+    let start = payload_start - at;
+    buffer[start..payload_start].copy_from_slice(&head[..at]);
+    start
+}
+
+/// The header of a frame whose first byte (FIN, opcode) is `first` and whose payload is `len`
+/// bytes, with the masking key `mask` if given, and its length.
+fn frame_head(first: u8, len: usize, mask: Option<[u8; 4]>) -> ([u8; 14], usize) {
+    let mut head = [0u8; 14];
+    head[0] = first;
     let mut at = 2;
     if len < 126 {
         head[1] = len as u8;
@@ -262,11 +312,8 @@ pub(crate) fn frame_in_place(
         head[1] |= 0x80;
         head[at..at + 4].copy_from_slice(&key);
         at += 4;
-        apply_mask(&mut buffer[payload_start..payload_start + len], key);
     }
-    let start = payload_start - at;
-    buffer[start..payload_start].copy_from_slice(&head[..at]);
-    start
+    (head, at)
 }
 
 /// XORs `payload` with the repeated `key`, as RFC 6455 §5.3 masks a client's frame: eight bytes
