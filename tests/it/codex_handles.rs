@@ -418,13 +418,14 @@ async fn a_watch_tells_once_when_a_missing_path_appears() {
     resume_when_left(&server.url, &session).await;
 }
 
-/// A reply carrying more than a fragment of a file (`fs/readBlock` of 1 MiB, `fs/readFile` of
-/// megabytes) goes out as one message in several frames. With many other replies in flight on
-/// the same connection, each arrives whole and alone: a frame of another message between two
-/// fragments would be a protocol error to the peer, and a fragment out of place would change the
-/// bytes.
+/// A reply carrying more than 192 KiB of a file (`fs/readBlock` of 1 MiB, `fs/readFile` of
+/// megabytes) is written by the connection's writer past tungstenite, its frame's header first
+/// and its text in pieces encoded one after the other. With many other replies in flight on the
+/// same connection, each arrives whole and alone: a frame begun inside another would be a
+/// protocol error to the peer, and a piece out of place or a length announced wrong would change
+/// the bytes or the JSON.
 #[tokio::test]
-async fn fragmented_replies_arrive_whole_beside_other_replies() {
+async fn large_file_replies_arrive_whole_beside_other_replies() {
     use base64::Engine;
     let decode = |text: &Value| {
         let text = text.as_str().expect("base64 text");

@@ -373,7 +373,11 @@ impl FileFrames {
 /// Reads from `file` at `offset` what the page cache holds of the next `buf.len()` bytes
 /// (`preadv2` with `RWF_NOWAIT`); `None` when the first of them would have to come from the
 /// disk. Where the flag is not known, reads as usual.
-fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
+pub(crate) fn read_cached(
+    file: &std::fs::File,
+    buf: &mut [u8],
+    offset: u64,
+) -> io::Result<Option<usize>> {
     loop {
         let read = rustix::io::preadv2(
             file,

@@ -14,6 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error;
+use crate::server::outgoing::read_cached;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Handles one connection may hold open, as codex's own executor bounds them.
@@ -174,9 +175,34 @@ impl Handles {
             return Err(error::not_open_for(id, "reading"));
         };
         let file = Arc::clone(file);
-        tokio::task::spawn_blocking(move || read_at(&file, offset, len as usize))
+        let len = len as usize;
+        // What the page cache holds is read here, as a streamed read's frames are
+        // (`outgoing.rs`): a block costs no hand-off to the blocking pool and back. What would
+        // wait on the disk is read there.
+        let mut data = vec![0u8; len];
+        let mut filled = 0;
+        let mut ended = false;
+        while filled < len && !ended {
+            let at = offset.saturating_add(filled as u64);
+            match read_cached(&file, &mut data[filled..], at)? {
+                Some(0) => ended = true,
+                Some(n) => filled += n,
+                None => break,
+            }
+        }
+        if filled < len && !ended {
+            let pool_file = Arc::clone(&file);
+            (data, filled) = tokio::task::spawn_blocking(move || {
+                let filled = fill(&pool_file, &mut data, filled, offset)?;
+                Ok::<_, io::Error>((data, filled))
+            })
             .await
-            .map_err(error::block_read_failed)?
+            .map_err(error::block_read_failed)??;
+        }
+        data.truncate(filled);
+        let size = file.metadata()?.len();
+        let eof = filled < len || offset.saturating_add(filled as u64) >= size;
+        Ok((data, eof))
     }
 
     /// Appends `chunk` to replace handle `id`; `offset` must be what was written so far.
@@ -245,24 +271,24 @@ async fn finish(replace: &mut Replace) -> io::Result<()> {
     }
 }
 
-fn read_at(file: &std::fs::File, offset: u64, len: usize) -> io::Result<(Vec<u8>, bool)> {
-    // Read into the vector's spare room (rustix grows it by what each read filled): nothing
-    // is zeroed first.
-    let mut data = Vec::with_capacity(len);
-    while data.len() < len {
-        let at = offset.saturating_add(data.len() as u64);
-        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut data), at) {
+/// Fills `data` from `filled` on with the file's bytes from `offset + filled`, until it is full
+/// or the file ends; returns how much of it is filled.
+fn fill(
+    file: &std::fs::File,
+    data: &mut [u8],
+    mut filled: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    while filled < data.len() {
+        let at = offset.saturating_add(filled as u64);
+        match rustix::io::pread(file, &mut data[filled..], at) {
             Ok(0) => break,
-            Ok(_) => {}
+            Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    // A larger allocation than asked may have been filled past `len`.
-    data.truncate(len);
-    let size = file.metadata()?.len();
-    let eof = data.len() < len || offset.saturating_add(data.len() as u64) >= size;
-    Ok((data, eof))
+    Ok(filled)
 }
 
 /// The blocks of a replace handle as the reader a streamed write takes. An empty block ends the
