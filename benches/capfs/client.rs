@@ -205,7 +205,8 @@ pub(crate) fn client_section(scratch: &Path) {
          {PIPELINED_CALLS} calls, a quarter of that for fs/readDirectory), 64 tasks sharing one \
          RemoteFileSystem against one raw task. The raw client sends each request as prebuilt \
          text and only checks each reply's length; RemoteFileSystem builds the request and \
-         decodes the reply into what the trait returns (a 4 KiB file by one `capfs/readFileRange`, as it reads any file of at most 16 KiB).",
+         decodes the reply into what the trait returns (a 4 KiB file by one \
+         `capfs/readFileRange`, as it reads any file of at most 16 KiB).",
         ROUNDS * PER_ROUND
     );
     println!(
