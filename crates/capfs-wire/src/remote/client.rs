@@ -96,11 +96,9 @@ pub(super) struct Client {
     pub(super) narrow_roots: bool,
     /// The server reads ranges of files (`capfs/readFileRange`).
     pub(super) ranges: bool,
-    /// Whole-file reads try one range first (`range.rs`, [`SMALL_READ_BYTES`]): the server
-    /// offers ranges and data frames, and its messages hold a small file's range.
-    ///
-    /// [`SMALL_READ_BYTES`]: super::range::SMALL_READ_BYTES
-    pub(super) small_reads: bool,
+    /// The largest message the server said it accepts (it bounds its replies too); 0 when it
+    /// did not say.
+    pub(super) server_max_message_bytes: u64,
     /// The processes started through this connection, by id, where their notifications go.
     pub(super) routes: Routes,
     /// What the server said of the processes it serves, when it serves them.
@@ -171,7 +169,7 @@ impl Client {
             stream_idle_timeout: options.stream_idle_timeout,
             narrow_roots: false,
             ranges: false,
-            small_reads: false,
+            server_max_message_bytes: 0,
             routes,
             processes_info: None,
             _command: command,
@@ -192,9 +190,10 @@ impl Client {
         client.capfs = initialized.capfs.is_some();
         client.narrow_roots = initialized.capfs.as_ref().is_some_and(|c| c.narrow_roots);
         client.ranges = initialized.capfs.as_ref().is_some_and(|c| c.ranges);
-        client.small_reads = initialized.capfs.as_ref().is_some_and(|c| {
-            c.ranges && c.data_frames && super::range::small_reads_fit(c.max_message_bytes)
-        });
+        client.server_max_message_bytes = initialized
+            .capfs
+            .as_ref()
+            .map_or(0, |c| c.max_message_bytes);
         client.roots = initialized.capfs.map(|c| c.roots).unwrap_or_default();
         client.processes_info = initialized.environment_info.and_then(|e| e.processes);
         client.notify(INITIALIZED_METHOD).await?;

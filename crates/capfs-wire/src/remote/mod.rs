@@ -52,7 +52,7 @@ use stream::STREAM_WRITE_THRESHOLD;
 #[async_trait]
 impl ExecutorFileSystem for RemoteFileSystem {
     async fn read_file(&self, path: &AbsolutePathBuf) -> FileSystemResult<Vec<u8>> {
-        if self.client.small_reads
+        if self.small_reads()
             && let Some(data) = self.read_small(path).await?
         {
             return Ok(data);

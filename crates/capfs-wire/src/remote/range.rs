@@ -20,13 +20,6 @@ const RANGE_REQUEST_BYTES: u64 = 4 * 1024 * 1024;
 /// then streamed from its start.
 pub(super) const SMALL_READ_BYTES: u64 = 16 * 1024;
 
-/// True when a server whose messages are at most `max_message_bytes` answers a range of
-/// [`SMALL_READ_BYTES`] and one more byte: its base64 and a reply's envelope, with room for any
-/// id the client sends.
-pub(super) fn small_reads_fit(max_message_bytes: u64) -> bool {
-    (SMALL_READ_BYTES + 1).div_ceil(3) * 4 + 1024 <= max_message_bytes
-}
-
 impl RemoteFileSystem {
     /// [`ExecutorFileSystem::read_file_range`](capfs::ExecutorFileSystem::read_file_range).
     pub(super) async fn range(
@@ -54,9 +47,18 @@ impl RemoteFileSystem {
         Ok(data)
     }
 
+    /// True when whole-file reads try one range first: the server offers ranges and data
+    /// frames, and its replies may be as long as a range of [`SMALL_READ_BYTES`] and one more
+    /// byte (its base64 and a reply's envelope, with room for any id the client sends).
+    pub(super) fn small_reads(&self) -> bool {
+        let client = &self.client;
+        let reply = (SMALL_READ_BYTES + 1).div_ceil(3) * 4 + 1024;
+        client.ranges && client.data_frames && reply <= client.server_max_message_bytes
+    }
+
     /// The whole file at `path` when it holds at most [`SMALL_READ_BYTES`] (and no more than
     /// the server's read limit), read by one `capfs/readFileRange`; `None` when it holds more,
-    /// for the caller to stream it. The caller checks [`small_reads_fit`] first.
+    /// for the caller to stream it. The caller checks [`small_reads`](Self::small_reads) first.
     pub(super) async fn read_small(&self, path: &AbsolutePathBuf) -> io::Result<Option<Vec<u8>>> {
         let data = self.range_request(path, 0, SMALL_READ_BYTES + 1).await?;
         let len = data.len() as u64;
