@@ -57,8 +57,9 @@ async fn probes_are_open_and_bare_and_metrics_need_the_token() {
     .await;
     assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
     for line in [
-        "capfs_requests_total{method=\"capfs/readFileStream\",outcome=\"PermissionDenied\"} 1",
-        "capfs_requests_total{method=\"capfs/readFileStream\",outcome=\"ok\"} 1",
+        // A small file is read by one range.
+        "capfs_requests_total{method=\"capfs/readFileRange\",outcome=\"PermissionDenied\"} 1",
+        "capfs_requests_total{method=\"capfs/readFileRange\",outcome=\"ok\"} 1",
         "capfs_requests_total{method=\"fs/writeFile\",outcome=\"ok\"} 1",
         "capfs_requests_total{method=\"initialize\",outcome=\"ok\"} 1",
         "capfs_denials_total{reason=\"outside_roots\"} 1",

@@ -17,6 +17,10 @@ use crate::error;
 use crate::server::outgoing::read_cached;
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
+/// The least a block's buffer grows by when the file grew past what it held when the read
+/// began.
+const GROWTH_BYTES: usize = 64 * 1024;
+
 /// Handles one connection may hold open, as codex's own executor bounds them.
 pub(crate) const MAX_HANDLES_PER_CONNECTION: usize = 128;
 /// The longest handle id a client may choose.
@@ -178,11 +182,20 @@ impl Handles {
         let len = len as usize;
         // What the page cache holds is read here, as a streamed read's frames are
         // (`outgoing.rs`): a block costs no hand-off to the blocking pool and back. What would
-        // wait on the disk is read there.
-        let mut data = vec![0u8; len];
+        // wait on the disk is read there. The buffer is zeroed for the reads, so it starts at
+        // what the file holds past `offset` now, and grows only if the file grew meanwhile: a
+        // block of 1 MiB asked of a small file zeroes no megabyte.
+        let held = file.metadata()?.len().saturating_sub(offset);
+        let mut data = vec![0u8; usize::try_from(held).map_or(len, |held| held.min(len))];
         let mut filled = 0;
         let mut ended = false;
-        while filled < len && !ended {
+        while !ended {
+            if filled == data.len() {
+                if filled == len {
+                    break;
+                }
+                data.resize(filled.saturating_mul(2).max(GROWTH_BYTES).min(len), 0);
+            }
             let at = offset.saturating_add(filled as u64);
             match read_cached(&file, &mut data[filled..], at)? {
                 Some(0) => ended = true,
@@ -191,6 +204,7 @@ impl Handles {
             }
         }
         if filled < len && !ended {
+            data.resize(len, 0);
             let pool_file = Arc::clone(&file);
             (data, filled) = tokio::task::spawn_blocking(move || {
                 let filled = fill(&pool_file, &mut data, filled, offset)?;
