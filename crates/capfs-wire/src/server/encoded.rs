@@ -7,7 +7,8 @@
 //! encoded, and the text is never whole in memory, nor copied again into tungstenite's buffer:
 //! a 1 MiB block costs the server one copy of each byte out of the page cache and one into the
 //! socket, besides the encoding (docs/performance.md, "Round four"). Where the writer has no
-//! socket of its own (stdio, any byte stream), the text is built whole and goes through tungstenite.
+//! socket of its own (stdio, any byte stream), the text is built whole and goes through
+//! tungstenite.
 //!
 //! The frame is the same one message tungstenite would have written: a peer cannot tell them
 //! apart.
