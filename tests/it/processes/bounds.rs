@@ -257,3 +257,44 @@ async fn dropping_every_handle_ends_the_tree_and_signals_reach_the_group() {
         done.exit
     );
 }
+
+/// The anonymous memory a process maps, in KiB (its share of copy-on-write pages included).
+fn anonymous_kib(pid: u32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let line = rollup.lines().find(|l| l.starts_with("Anonymous:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A keeper lives as long as its program; were it to keep its copy of the starter's heap, the
+/// starter would copy every page of it it writes again. Once the program runs, the keeper
+/// holds none of a 64 MiB buffer the starter filled before the start, and the program and its
+/// relayed signal still behave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keeper_lets_go_of_its_starters_heap_once_the_program_runs() {
+    const HEAP_BYTES: usize = 64 << 20;
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    let heap = vec![7u8; HEAP_BYTES];
+    let started = processes
+        .start(shell("sh", "echo started; sleep 3600", &ws.root))
+        .await
+        .unwrap();
+    let keeper = started.pid;
+    let let_go = eventually(Duration::from_secs(10), || {
+        anonymous_kib(keeper).is_some_and(|kib| kib < (HEAP_BYTES as u64 >> 10) / 4)
+    })
+    .await;
+    let held = anonymous_kib(keeper);
+    started.control.signal(15).await.unwrap();
+    let done = finish(started, |_| false).await.unwrap();
+    assert!(
+        let_go,
+        "the keeper still holds {held:?} KiB of anonymous memory"
+    );
+    assert_eq!(
+        heap.iter().map(|b| usize::from(*b)).sum::<usize>(),
+        7 * HEAP_BYTES
+    );
+    assert_eq!(done.text(), "started\n");
+    assert_eq!((done.exit.signal, done.exit.killed), (Some(15), false));
+}

@@ -296,6 +296,11 @@ pub(crate) fn namespaces(network: Network, as_root: bool, joins: bool) -> Option
 /// Makes the command run `setup` in the child before it runs the program.
 #[allow(unsafe_code)]
 pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSetup) {
+    // What the keeper lets go of, read here: the child may not allocate.
+    let release = match setup.pid_namespace() {
+        true => init::Release::gather(),
+        false => init::Release::NONE,
+    };
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
     // TIOCSCTTY, fchdir, setns into the session's namespaces (descriptors the parent holds),
@@ -308,9 +313,10 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // TCP's UDP socket and listeners, on ports the parent listed, in an array on the stack)
     // and a sendmsg of them from a control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
     // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
-    // parent built, close_range, and in `init.rs` pipe2, fork by the raw clone call,
-    // sigaction, waitpid, read, kill, _exit) through rustix, the landlock and seccompiler
-    // crates and libc, none of which allocates or takes a lock: landlock 0.4.8's
+    // parent built, close_range, and in `init.rs` eventfd, mmap and mprotect of the init's
+    // stack, clone (the init, sharing this memory, and the program by the raw call), sigaction,
+    // madvise of the ranges the parent listed, waitpid, read, write, kill, _exit) through
+    // rustix, the landlock and seccompiler crates and libc, none of which allocates or takes a lock: landlock 0.4.8's
     // `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
     // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
     // prctl and the syscall on a `sock_fprog` on the stack. The detached mount copies go into
@@ -327,7 +333,7 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
             }
             if setup.pid_namespace() {
                 // Returns only in the process that goes on to run the program.
-                init::split()?;
+                init::split(&release)?;
                 setup.lead()?;
             }
             if let Some(mounts) = &mut setup.mounts {

@@ -2,23 +2,33 @@
 //! `exec`, so that it can have a PID namespace of its own:
 //!
 //! - the **keeper**, the child the starter spawned, stays in the starter's PID namespace: it is
-//!   the process the starter waits for and signals. It relays the signals it gets to the init
-//!   and, once the init is gone, ends as the program ended (the same exit code, or the same
-//!   signal).
-//! - the **init**, the first process of the new namespace, relays signals to the program's
-//!   process group (an init gets no signal it has no handler for, so the program cannot be
-//!   the init), reaps orphans, and reports the program's end to the keeper through a pipe.
-//!   When it ends, the kernel kills everything left in the namespace: nothing the program
-//!   started outlives it, daemons included. It dies with the keeper (`PR_SET_PDEATHSIG`).
-//! - the **program**, the init's child, goes on to be confined and run.
+//!   the process the starter waits for and signals. It relays the signals it gets to the
+//!   program's process group, waits for the program, then ends the init (and with it the
+//!   namespace) and ends as the program ended (the same exit code, or the same signal).
+//! - the **init**, the first process of the new namespace, reaps the orphans the program
+//!   leaves. When it ends, the kernel kills everything left in the namespace: nothing the
+//!   program started outlives it, daemons included. It dies with the keeper
+//!   (`PR_SET_PDEATHSIG`), ignores the signals the keeper relays, and cannot be signalled from
+//!   inside the namespace (an init gets no signal it has no handler for).
+//! - the **program**, the keeper's second child and the namespace's second process, goes on
+//!   to be confined and run. It is never the init, for the same reason.
+//!
+//! The init shares the keeper's memory (`CLONE_VM`, on a stack of its own): it runs a few
+//! system calls, so copying the keeper's copy of the starter's address space for it, and
+//! unmapping that copy when it ends, would be wasted work on every start. The two never
+//! touch the same memory after the init starts: each waits and reaps by raw system calls
+//! that leave the C library's `errno`, which they would share, untouched. The program is a
+//! copy (`fork`): it goes on with the rest of the start on the keeper's stack.
 //!
 //! Both helpers close every descriptor they do not need (the program's output included, so
 //! that it ends when the program's does) and never return to the caller; everything here is
 //! a system call on memory prepared beforehand.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+
+use rustix::process::{Pid, Signal};
 
 /// The rights of the `/proc` a process gets: read files and list directories.
 pub(crate) const PROC_ACCESS: u64 = (landlock_abi::READ_FILE | landlock_abi::READ_DIR) as u64;
@@ -48,71 +58,63 @@ const RELAYED: [i32; 12] = [
     libc::SIGWINCH,
 ];
 
-/// Whom this helper relays its signals to: a process group first, else the process.
+/// The program the keeper relays its signals to: its process group first, else the process.
 static RELAY_TO: AtomicI32 = AtomicI32::new(0);
 
+/// The eventfd the init's `SIGCHLD` handler wakes it through.
+static INIT_WAKE: AtomicI32 = AtomicI32::new(-1);
+
+/// The init's stack; the init runs a loop of system calls and its signal handler.
+const INIT_STACK_BYTES: usize = 128 << 10;
+
 extern "C" fn relay(signal: libc::c_int) {
-    let target = RELAY_TO.load(Ordering::Relaxed);
-    if target <= 0 {
+    let Some(target) = Pid::from_raw(RELAY_TO.load(Ordering::Relaxed)) else {
         return;
-    }
-    #[allow(unsafe_code)]
-    // SAFETY: kill is async-signal-safe; errno is kept for the code the handler interrupted.
-    unsafe {
-        let errno = *libc::__errno_location();
-        if libc::kill(-target, signal) != 0 {
-            libc::kill(target, signal);
-        }
-        *libc::__errno_location() = errno;
+    };
+    let Some(signal) = Signal::from_named_raw(signal) else {
+        return;
+    };
+    // Raw system calls: errno, which the init shares, is left alone.
+    if rustix::process::kill_process_group(target, signal).is_err() {
+        let _ = rustix::process::kill_process(target, signal);
     }
 }
 
-/// Sets every signal the program could be given to its default action, so that the helpers
-/// and the program start alike (the starter's handlers survive a fork, not an exec).
+extern "C" fn child_ended(_: libc::c_int) {
+    let fd = INIT_WAKE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: the eventfd stays open for the init's whole life.
+        #[allow(unsafe_code)]
+        let wake = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
+    }
+}
+
+/// Sets every signal to its default action, so that the helpers and the program start alike
+/// and none of the starter's handlers runs in them (a fork keeps them, an exec does not): the
+/// starter's `SIGCHLD` handler, for one, would read the starter's memory, which the keeper
+/// lets go of.
 #[allow(unsafe_code)]
 fn default_signals() {
-    for signal in RELAYED {
+    // Linux numbers its signals 1 to 64; those it cannot change (SIGKILL, SIGSTOP) and those
+    // the C library keeps for itself refuse the call, and stay as they are.
+    for signal in 1..=64 {
         // SAFETY: plain calls with a constant disposition.
         unsafe { libc::signal(signal, libc::SIG_DFL) };
     }
 }
 
-/// Relays every signal of [`RELAYED`] to `target` from now on.
+/// Makes `handler` handle `signal` (`SIG_IGN` to ignore it), restarting what it interrupts.
 #[allow(unsafe_code)]
-fn relay_to(target: libc::pid_t) {
-    RELAY_TO.store(target, Ordering::Relaxed);
-    for signal in RELAYED {
-        // SAFETY: a zeroed `sigaction` on the stack with a handler that only calls kill.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = relay as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&raw mut action.sa_mask);
-            libc::sigaction(signal, &raw const action, std::ptr::null_mut());
-        }
-    }
-}
-
-/// A pipe whose ends close on `exec`.
-#[allow(unsafe_code)]
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 fills the two integers; each descriptor is then owned once.
+fn handle(signal: i32, handler: libc::sighandler_t) {
+    // SAFETY: a zeroed `sigaction` on the stack; the handlers make raw system calls only.
     unsafe {
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&raw mut action.sa_mask);
+        libc::sigaction(signal, &raw const action, std::ptr::null_mut());
     }
-}
-
-/// What a helper does first: take its `name`, relay signals to `target`, and close every
-/// descriptor but its `report` pipe.
-fn settle(name_of: &std::ffi::CStr, target: libc::pid_t, report: &OwnedFd) {
-    name(name_of);
-    relay_to(target);
-    close_all_but(report.as_raw_fd());
 }
 
 /// Names this process as `ps` shows it.
@@ -134,66 +136,206 @@ fn fork() -> io::Result<libc::pid_t> {
     }
 }
 
-/// Closes every descriptor but `keep`.
+/// Closes every descriptor but `keep` (every one for `None`).
 #[allow(unsafe_code)]
-fn close_all_but(keep: i32) {
+fn close_all_but(keep: Option<i32>) {
     // SAFETY: closing descriptors this process alone uses from now on.
     unsafe {
-        if keep > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+        match keep {
+            Some(keep) => {
+                if keep > 0 {
+                    libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+                }
+                libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+            }
+            None => {
+                libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+            }
         }
-        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
     }
 }
 
 /// In the child the starter spawned, right after it unshared a new PID namespace: makes the
-/// keeper (this process) and the init, and returns `Ok` only in the program's process, the
-/// init's child. An error before the split returns here in the spawned child; after it, the
-/// process that failed returns it (the starter reads it all the same) and the others end.
-pub(crate) fn split() -> io::Result<()> {
+/// init and the program, and returns `Ok` only in the program's process; this process
+/// becomes the keeper. An error returns here in the spawned child, which the starter reads.
+pub(crate) fn split(release: &Release) -> io::Result<()> {
+    // On this stack: the keeper reads it after it let the starter's heap go.
+    let release = *release;
     default_signals();
-    let (report_read, report_write) = pipe()?;
-    let init = fork()?;
-    if init > 0 {
-        drop(report_write);
-        keep(init, report_read);
-    }
-    drop(report_read);
-    // The init dies with the keeper, so that a kill of the keeper ends the namespace.
-    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-    let program = fork()?;
+    let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)?;
+    let (init, init_stack) = start_init(&wake)?;
+    let program = fork().inspect_err(|_| {
+        let _ = rustix::process::kill_process(init, Signal::KILL);
+    })?;
     if program > 0 {
-        init_loop(program, report_write);
+        drop(wake);
+        keep(program, init, &release, init_stack);
     }
     Ok(())
 }
 
-/// The keeper: relays signals to the init, waits for it, then ends as the program did.
-#[allow(unsafe_code)]
-fn keep(init: libc::pid_t, report: OwnedFd) -> ! {
-    settle(c"capfs-keeper", init, &report);
-    let mut status = 0;
-    // SAFETY: waitpid, read, signal, kill and _exit on values of this function's own.
-    unsafe {
-        while libc::waitpid(init, &raw mut status, 0) < 0
-            && *libc::__errno_location() == libc::EINTR
-        {}
-        let mut bytes = [0u8; 4];
-        let got = loop {
-            let got = libc::read(report.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len());
-            if got >= 0 || *libc::__errno_location() != libc::EINTR {
-                break got;
-            }
+/// The most ranges of the starter's memory a keeper lets go of; any more are kept.
+const RELEASE_RANGES: usize = 64;
+
+/// Ranges of the starter's anonymous memory that the keeper and the init never use once the
+/// program is forked: the starter's heap, its allocator's arenas, its other threads' stacks.
+///
+/// A keeper lives as long as its program and holds a copy of the starter's memory, copy on
+/// write: while it does, every page the starter writes again is copied for it first (some
+/// 70 pages of allocator state on each start, measured). Letting those ranges go
+/// (`MADV_DONTNEED`) in the keeper, once the program has its own copy, spares the starter
+/// the copies. Kept: the mapping of the starting thread's stack (the keeper runs on it), of
+/// its thread-local storage (the C library's `errno` and stack guard), of this module's
+/// statics, anything that is not private, writable and anonymous, and any anonymous mapping
+/// that directly follows a file's (a library's zero-initialised data).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Release {
+    ranges: [(usize, usize); RELEASE_RANGES],
+    len: usize,
+}
+
+impl Release {
+    /// Nothing to let go of.
+    pub(crate) const NONE: Self = Self {
+        ranges: [(0, 0); RELEASE_RANGES],
+        len: 0,
+    };
+
+    /// The ranges, read from `/proc/self/maps` on the thread that is about to fork (in the
+    /// parent: this allocates). Unreadable maps release nothing.
+    pub(crate) fn gather() -> Self {
+        thread_local! {
+            static MARK: u8 = const { 0 };
+        }
+        let mut release = Self::NONE;
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+            return release;
         };
-        RELAY_TO.store(0, Ordering::Relaxed);
-        if got != 4 {
-            // The init was killed before the program ended: so is the keeper.
+        let on_stack = 0u8;
+        let kept = [
+            std::ptr::addr_of!(on_stack) as usize,
+            MARK.with(|mark| std::ptr::from_ref(mark) as usize),
+            std::ptr::addr_of!(RELAY_TO) as usize,
+            std::ptr::addr_of!(INIT_WAKE) as usize,
+        ];
+        let (mut after_file, mut previous_end) = (false, 0);
+        for line in maps.lines() {
+            let mut fields = line.split_ascii_whitespace();
+            let (Some(range), Some(perms), Some(_), Some(_), Some(inode)) = (
+                fields.next(),
+                fields.next(),
+                fields.next(),
+                fields.next(),
+                fields.next(),
+            ) else {
+                continue;
+            };
+            let path = fields.next();
+            let Some((start, end)) = range.split_once('-').and_then(|(start, end)| {
+                let start = usize::from_str_radix(start, 16).ok()?;
+                Some((start, usize::from_str_radix(end, 16).ok()?))
+            }) else {
+                continue;
+            };
+            let file = inode != "0";
+            let follows_file = after_file && previous_end == start;
+            (after_file, previous_end) = (file, end);
+            let anonymous = !file && matches!(path, None | Some("[heap]"));
+            if !anonymous
+                || follows_file
+                || !perms.starts_with("rw")
+                || !perms.ends_with('p')
+                || kept.iter().any(|at| (start..end).contains(at))
+            {
+                continue;
+            }
+            if release.len == RELEASE_RANGES {
+                break;
+            }
+            release.ranges[release.len] = (start, end - start);
+            release.len += 1;
+        }
+        release
+    }
+
+    /// In the keeper: lets every range go but any that overlaps `spared` (the init's stack,
+    /// which may lie where a range was freed between the reading and the fork).
+    #[allow(unsafe_code)]
+    fn apply(&self, spared: (usize, usize)) {
+        for &(start, len) in &self.ranges[..self.len] {
+            if start < spared.0 + spared.1 && spared.0 < start + len {
+                continue;
+            }
+            // SAFETY: neither the keeper nor the init reads or writes these ranges from here
+            // on; a private mapping let go reads as zeroes, never as another's data.
+            unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
+/// Starts the init on a stack of its own, sharing this process's memory.
+#[allow(unsafe_code)]
+fn start_init(wake: &OwnedFd) -> io::Result<(Pid, (usize, usize))> {
+    // SAFETY: sysconf reads a constant; mmap makes a new private mapping this function owns
+    // (never unmapped: it lives as long as the keeper's memory, which outlives the init); the
+    // lowest page becomes a guard; clone runs `init` on the top of that stack with its own
+    // registers and a copy of this process's descriptors and signal handlers.
+    unsafe {
+        let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
+        let bytes = INIT_STACK_BYTES + page;
+        let base = libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        INIT_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
+        let top = base.cast::<u8>().add(bytes).cast::<libc::c_void>();
+        let pid = libc::clone(
+            init,
+            top,
+            libc::CLONE_VM | libc::SIGCHLD,
+            std::ptr::null_mut(),
+        );
+        let pid = Pid::from_raw(pid).ok_or_else(io::Error::last_os_error)?;
+        Ok((pid, (base as usize, bytes)))
+    }
+}
+
+/// The keeper: relays signals to the program, waits for it, ends the init (whose end kills
+/// whatever is left in the namespace) and waits for that, then ends as the program did.
+#[allow(unsafe_code)]
+fn keep(program: libc::pid_t, init: Pid, release: &Release, init_stack: (usize, usize)) -> ! {
+    name(c"capfs-keeper");
+    RELAY_TO.store(program, Ordering::Relaxed);
+    for signal in RELAYED {
+        handle(
+            signal,
+            relay as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    close_all_but(None);
+    release.apply(init_stack);
+    let status = Pid::from_raw(program).and_then(reap);
+    RELAY_TO.store(0, Ordering::Relaxed);
+    let _ = rustix::process::kill_process(init, Signal::KILL);
+    // The init is gone once this returns: errno is this process's alone again.
+    let _ = reap(init);
+    // SAFETY: signal, sigprocmask, kill and _exit on values of this function's own.
+    unsafe {
+        let Some(status) = status else {
             libc::kill(libc::getpid(), libc::SIGKILL);
             libc::_exit(137);
-        }
-        let status = i32::from_ne_bytes(bytes);
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
+        };
+        if let Some(signal) = status.terminating_signal() {
             libc::signal(signal, libc::SIG_DFL);
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&raw mut set);
@@ -202,29 +344,49 @@ fn keep(init: libc::pid_t, report: OwnedFd) -> ! {
             libc::kill(libc::getpid(), signal);
             libc::_exit(128 + signal);
         }
-        libc::_exit(libc::WEXITSTATUS(status));
+        libc::_exit(status.exit_status().unwrap_or(1));
     }
 }
 
-/// The init: relays signals to the program's group, reaps every child, and reports the
-/// program's end to the keeper, then ends (and the kernel ends the rest of the namespace).
-#[allow(unsafe_code)]
-fn init_loop(program: libc::pid_t, report: OwnedFd) -> ! {
-    settle(c"capfs-init", program, &report);
-    let mut status = 0;
-    // SAFETY: waitpid, write and _exit on values of this function's own.
-    unsafe {
-        loop {
-            let pid = libc::waitpid(-1, &raw mut status, 0);
-            if pid == program {
-                let bytes = status.to_ne_bytes();
-                libc::write(report.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
-                libc::_exit(0);
-            }
-            if pid < 0 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(1);
-            }
+/// Waits for the child `pid` to end, by the raw system call.
+fn reap(pid: Pid) -> Option<rustix::process::WaitStatus> {
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Some(status),
+            Err(rustix::io::Errno::INTR) => {}
+            Ok(None) | Err(_) => return None,
         }
+    }
+}
+
+/// The init: reaps every orphan that the program leaves to it, whenever one ends, until the
+/// keeper ends it (or ends, which ends it too). It shares the keeper's memory, the C library's
+/// `errno` included, and leaves that alone: its few C library calls (`prctl`, `sigaction`,
+/// `close_range`) cannot fail here, and its waits and reads are raw system calls.
+extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
+    name(c"capfs-init");
+    // The init dies with the keeper, so that a kill of the keeper ends the namespace.
+    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
+    for signal in RELAYED {
+        handle(signal, libc::SIG_IGN);
+    }
+    let wake = INIT_WAKE.load(Ordering::Relaxed);
+    close_all_but(Some(wake));
+    handle(
+        libc::SIGCHLD,
+        child_ended as extern "C" fn(libc::c_int) as libc::sighandler_t,
+    );
+    // SAFETY: the eventfd was opened before the init was made and is closed by no one here.
+    #[allow(unsafe_code)]
+    let wake = unsafe { BorrowedFd::borrow_raw(wake) };
+    let mut count = [0u8; 8];
+    loop {
+        // Every child that ended, then a wait for the next `SIGCHLD`: one that came in
+        // between has left a count in the eventfd, so none is missed.
+        while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG)
+        {
+        }
+        let _ = rustix::io::read(wake, &mut count);
     }
 }
 

@@ -331,16 +331,20 @@ async fn pump(
     stream: OutputStream,
     sender: mpsc::Sender<ProcessEvent>,
 ) {
-    let mut buf = vec![0u8; OUTPUT_CHUNK];
+    // Read into spare capacity, never zeroed: a process that writes little touches little of
+    // the buffer (for a confined process, every page touched is a page copied, since its keeper
+    // shares the starter's memory until it ends).
+    let mut buf = Vec::with_capacity(OUTPUT_CHUNK);
     loop {
         let Ok(permit) = sender.reserve().await else {
             return;
         };
-        match output.read(&mut buf).await {
+        buf.clear();
+        match output.read_buf(&mut buf).await {
             Ok(0) => return,
-            Ok(n) => permit.send(ProcessEvent::Output {
+            Ok(_) => permit.send(ProcessEvent::Output {
                 stream,
-                bytes: buf[..n].to_vec(),
+                bytes: buf.clone(),
             }),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
@@ -350,7 +354,7 @@ async fn pump(
 
 /// [`pump`] for a terminal, whose end (every terminal side closed) reads as `EIO`.
 async fn pump_terminal(fd: Arc<AsyncFd<OwnedFd>>, sender: mpsc::Sender<ProcessEvent>) {
-    let mut buf = vec![0u8; OUTPUT_CHUNK];
+    let mut buf = Vec::with_capacity(OUTPUT_CHUNK);
     loop {
         let Ok(permit) = sender.reserve().await else {
             return;
@@ -359,7 +363,9 @@ async fn pump_terminal(fd: Arc<AsyncFd<OwnedFd>>, sender: mpsc::Sender<ProcessEv
             let Ok(mut ready) = fd.readable().await else {
                 return;
             };
-            match ready.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut buf)?)) {
+            buf.clear();
+            let spare = rustix::buffer::spare_capacity(&mut buf);
+            match ready.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), spare)?)) {
                 Ok(Ok(n)) => break n,
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(Err(_)) => return,
@@ -371,7 +377,7 @@ async fn pump_terminal(fd: Arc<AsyncFd<OwnedFd>>, sender: mpsc::Sender<ProcessEv
         }
         permit.send(ProcessEvent::Output {
             stream: OutputStream::Stdout,
-            bytes: buf[..n].to_vec(),
+            bytes: buf.clone(),
         });
     }
 }
