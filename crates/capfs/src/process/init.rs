@@ -27,6 +27,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
 
@@ -174,6 +176,18 @@ pub(crate) fn split(release: &Release) -> io::Result<()> {
     Ok(())
 }
 
+/// How long ranges read for [`Release`] are used again before the maps are read anew.
+const RELEASE_FRESH: Duration = Duration::from_secs(1);
+
+/// An address in this thread's thread-local storage (beside the C library's `errno` and
+/// stack guard).
+fn thread_storage() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
+    }
+    MARK.with(|mark| std::ptr::from_ref(mark) as usize)
+}
+
 /// The most ranges of the starter's memory a keeper lets go of; any more are kept.
 const RELEASE_RANGES: usize = 64;
 
@@ -201,12 +215,25 @@ impl Release {
         len: 0,
     };
 
-    /// The ranges, read from `/proc/self/maps` on the thread that is about to fork (in the
-    /// parent: this allocates). Unreadable maps release nothing.
+    /// The ranges, read from `/proc/self/maps` at most once a [`RELEASE_FRESH`] (in the
+    /// parent: this allocates; reading the maps costs as much as a tenth of a start). A range
+    /// read earlier may have been unmapped and its place taken since: the keeper checks again
+    /// that none holds what it still uses ([`apply`](Self::apply)). Unreadable maps release
+    /// nothing.
     pub(crate) fn gather() -> Self {
-        thread_local! {
-            static MARK: u8 = const { 0 };
+        static GATHERED: Mutex<Option<(Instant, Release)>> = Mutex::new(None);
+        let mut gathered = GATHERED.lock().unwrap_or_else(PoisonError::into_inner);
+        match *gathered {
+            Some((at, release)) if at.elapsed() < RELEASE_FRESH => release,
+            _ => {
+                let release = Self::read();
+                *gathered = Some((Instant::now(), release));
+                release
+            }
         }
+    }
+
+    fn read() -> Self {
         let mut release = Self::NONE;
         let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
             return release;
@@ -214,7 +241,7 @@ impl Release {
         let on_stack = 0u8;
         let kept = [
             std::ptr::addr_of!(on_stack) as usize,
-            MARK.with(|mark| std::ptr::from_ref(mark) as usize),
+            thread_storage(),
             std::ptr::addr_of!(RELAY_TO) as usize,
             std::ptr::addr_of!(INIT_WAKE) as usize,
         ];
@@ -258,12 +285,24 @@ impl Release {
         release
     }
 
-    /// In the keeper: lets every range go but any that overlaps `spared` (the init's stack,
-    /// which may lie where a range was freed between the reading and the fork).
+    /// In the keeper: lets every range go but any that overlaps `spared` (the init's stack)
+    /// or what the keeper still uses: its live stack, from this call's frame to this
+    /// `Release` (a copy on the stack of the call that made the keeper), and its thread-local
+    /// storage.
     #[allow(unsafe_code)]
     fn apply(&self, spared: (usize, usize)) {
+        let here = 0u8;
+        let live = (
+            std::ptr::addr_of!(here) as usize,
+            std::ptr::from_ref(self) as usize + size_of::<Self>(),
+        );
+        let storage = thread_storage();
         for &(start, len) in &self.ranges[..self.len] {
-            if start < spared.0 + spared.1 && spared.0 < start + len {
+            let end = start + len;
+            if (start < spared.0 + spared.1 && spared.0 < end)
+                || (start < live.1 && live.0 < end)
+                || (start..end).contains(&storage)
+            {
                 continue;
             }
             // SAFETY: neither the keeper nor the init reads or writes these ranges from here
