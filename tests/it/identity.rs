@@ -243,8 +243,31 @@ async fn a_sessions_processes_without_a_network_share_one_empty_namespace_and_no
     let (server, mut peer) = serve_processes(&ws).await;
     let script = "for ns in net user pid mnt; do echo $ns=$(readlink /proc/self/ns/$ns); done; \
                   grep -c : /proc/net/dev";
-    let first = run(&mut peer, &ws, "one", script).await;
-    let second = run(&mut peer, &ws, "two", script).await;
+    // Both processes live while the second looks: a namespace's number is given again once
+    // the namespace is gone, so only two that exist at once are told apart by it. The first
+    // writes what it sees to a file and waits (bounded) for the test's word to end; the
+    // second waits (bounded) for that file.
+    let wait_for = |file: &str| {
+        format!("i=0; while [ ! -e {file} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done")
+    };
+    let one = format!(
+        "({script}) > one.tmp && mv one.tmp one.txt; {}",
+        wait_for("go")
+    );
+    let start = json!({
+        "processId": "one", "argv": ["sh", "-c", one], "cwd": uri(ws.display()), "env": {},
+        "envPolicy": {"inherit": "core", "ignoreDefaultExcludes": false, "exclude": [],
+            "set": {}, "includeOnly": []},
+        "tty": false, "pipeStdin": false, "arg0": null,
+    });
+    let reply = peer.request("process/start", start).await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    let two = format!("{}; {script}", wait_for("one.txt"));
+    let second = run(&mut peer, &ws, "two", &two).await;
+    std::fs::write(ws.join("go"), b"").unwrap();
+    let told = until_closed(&mut peer, "one").await;
+    assert_eq!(told.exit_code, Some(0), "{told:?}");
+    let first = std::fs::read_to_string(ws.join("one.txt")).unwrap();
     // One network namespace for the session, not the host's; its only interface is the
     // loopback, which is down (`ip`-less: /proc/net/dev lists it, nothing else).
     let host = std::fs::read_link("/proc/self/ns/net").unwrap();

@@ -215,7 +215,7 @@ impl Release {
         len: 0,
     };
 
-    /// The ranges, read from `/proc/self/maps` at most once a [`RELEASE_FRESH`] (in the
+    /// The ranges, read from `/proc/self/maps` at most once in each [`RELEASE_FRESH`] (in the
     /// parent: this allocates; reading the maps costs as much as a tenth of a start). A range
     /// read earlier may have been unmapped and its place taken since: the keeper checks again
     /// that none holds what it still uses ([`apply`](Self::apply)). Unreadable maps release

@@ -332,8 +332,7 @@ async fn pump(
     sender: mpsc::Sender<ProcessEvent>,
 ) {
     // Read into spare capacity, never zeroed: a process that writes little touches little of
-    // the buffer (for a confined process, every page touched is a page copied, since its keeper
-    // shares the starter's memory until it ends).
+    // the buffer (each page the server writes after a fork costs it a page fault).
     let mut buf = Vec::with_capacity(OUTPUT_CHUNK);
     loop {
         let Ok(permit) = sender.reserve().await else {
