@@ -86,10 +86,7 @@ pub(super) fn canonical_metadata(reply: &str) -> Option<GetMetadataResponse> {
 fn result(reply: &str) -> Option<Cursor<'_>> {
     let mut at = Cursor(reply.as_bytes(), reply);
     at.eat(br#"{"id":"#)?;
-    let digits = at.0.iter().take_while(|b| b.is_ascii_digit()).count();
-    if !(1..=18).contains(&digits) {
-        return None;
-    }
+    let digits = super::reply::id_digits(at.0)?;
     at.0 = &at.0[digits..];
     at.eat(br#","result":"#)?;
     Some(at)
@@ -305,6 +302,8 @@ mod tests {
             r#"{"id":1,"error":{"code":-32600,"message":"nope"}}"#.to_string(),
             format!(r#"{{"id":"1","result":{{"entries":[{entry}]}}}}"#),
             format!(r#"{{"id":1234567890123456789,"result":{{"entries":[{entry}]}}}}"#),
+            format!(r#"{{"id":09,"result":{{"entries":[{entry}]}}}}"#),
+            format!(r#"{{"id":00,"result":{{"entries":[{entry}]}}}}"#),
             format!(r#"{{"id":1,"result":{{"entries":[{entry}]}}"#),
         ] {
             assert_eq!(canonical_listing(&reply), None, "{reply}");

@@ -48,17 +48,25 @@ pub(super) fn local_error_reply(id: i64, err: &io::Error) -> Reply {
     Bytes::from(message.to_text())
 }
 
+/// How many bytes the id at the start of `text` takes, when it is one as a capfs client sends
+/// it and JSON allows it: 1 to 18 digits, no leading zero but in `0` itself (`09` is not JSON,
+/// and serde refuses the whole message). `None` for anything else, left to serde.
+pub(super) fn id_digits(text: &[u8]) -> Option<usize> {
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    let leading_zero = text.first() == Some(&b'0') && digits > 1;
+    ((1..=18).contains(&digits) && !leading_zero).then_some(digits)
+}
+
 /// The id of the call a reply answers, or `None` when `message` is not a reply to one of ours
 /// (a request or notification from the server, a string id, not a JSON object). Only the
 /// envelope is looked at; the caller decodes the rest.
 pub(super) fn reply_id(message: &[u8]) -> Option<i64> {
     // A capfs server writes the id first: `{"id":7,"result":...` or `{"id":7,"error":...`.
-    if let Some(rest) = message.strip_prefix(br#"{"id":"#) {
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if let Some(rest) = message.strip_prefix(br#"{"id":"#)
+        && let Some(digits) = id_digits(rest)
+    {
         let tail = &rest[digits..];
-        if (1..=18).contains(&digits)
-            && (tail.starts_with(br#","result":"#) || tail.starts_with(br#","error":"#))
-        {
+        if tail.starts_with(br#","result":"#) || tail.starts_with(br#","error":"#) {
             return std::str::from_utf8(&rest[..digits]).ok()?.parse().ok();
         }
     }
@@ -175,6 +183,9 @@ mod tests {
         assert_eq!(reply_id(br#"{"id":"7","result":{}}"#), None);
         assert_eq!(reply_id(br#"{"id":7}"#), None);
         assert_eq!(reply_id(b"[1]"), None);
+        // Not JSON: a leading zero is no number serde reads, so no call is answered.
+        assert_eq!(reply_id(br#"{"id":07,"result":{}}"#), None);
+        assert_eq!(reply_id(br#"{"id":0,"result":{}}"#), Some(0));
         assert_eq!(
             reply_id(br#"{"id":99999999999999999999,"result":{}}"#),
             None
