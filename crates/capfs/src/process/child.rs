@@ -317,9 +317,9 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     // stack, clone (the init, sharing this memory, and the program by the raw call), sigaction,
     // madvise of the ranges the parent listed, waitpid, read, write, kill, _exit) through
     // rustix, the landlock and seccompiler crates and libc, none of which allocates or takes a
-    // lock: landlock 0.4.8's `restrict_self` makes the prctl and the syscall and returns a status on the stack, a
-    // `RulesetCreated` holds no heap data, and seccompiler 0.5's `apply_filter` makes the
-    // prctl and the syscall on a `sock_fprog` on the stack. The detached mount copies go into
+    // lock: landlock 0.4.8's `restrict_self` makes the prctl and the syscall and returns a
+    // status on the stack, a `RulesetCreated` holds no heap data, and seccompiler 0.5's
+    // `apply_filter` makes the prctl and the syscall on a `sock_fprog` on the stack. The detached mount copies go into
     // slots the parent made. Errors are errno values. `unshare` is given NEWNET, NEWNS,
     // NEWPID and NEWUSER only, never FILES, and the child has one thread, so no other thread
     // can observe a changed descriptor table.
