@@ -238,10 +238,9 @@ impl Release {
         let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
             return release;
         };
-        let on_stack = 0u8;
+        // The keeper's stack and thread-local storage are for it to spare (`apply`): the thread
+        // that reads the maps here is not always the one that forks.
         let kept = [
-            std::ptr::addr_of!(on_stack) as usize,
-            thread_storage(),
             std::ptr::addr_of!(RELAY_TO) as usize,
             std::ptr::addr_of!(INIT_WAKE) as usize,
         ];
