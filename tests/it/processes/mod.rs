@@ -9,6 +9,7 @@ mod egress;
 
 pub(crate) use egress::web as egress_web;
 mod escapes;
+mod exec;
 mod read_only;
 mod session;
 

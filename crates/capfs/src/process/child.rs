@@ -10,6 +10,7 @@ use rustix::io::Errno;
 use rustix::process::{Gid, Resource, Rlimit, Uid};
 use rustix::thread::UnshareFlags;
 
+use super::exec::Exec;
 use super::id_maps::IdMaps;
 use super::init;
 use super::listen::ProxyChannel;
@@ -56,6 +57,9 @@ pub(crate) struct ChildSetup {
     pub ruleset: Option<landlock::RulesetCreated>,
     /// The seccomp filter refusing UNIX sockets, for processes without the host's network.
     pub seccomp: Option<seccompiler::BpfProgram>,
+    /// The program's `execve`, which it makes itself under a PID namespace (`init.rs`); the
+    /// standard library's makes it otherwise.
+    pub exec: Option<Exec>,
 }
 
 /// A netlink `RTM_NEWLINK` request: a 16-byte header and a 16-byte `ifinfomsg`.
@@ -247,6 +251,28 @@ impl ChildSetup {
         }
         Ok(())
     }
+
+    /// The steps every confined process takes last, in itself: its mount table, its
+    /// confinement, and close-on-exec on every descriptor the starter left without it.
+    fn finish(&mut self) -> io::Result<()> {
+        if let Some(mounts) = &mut self.mounts {
+            mounts.apply(set_read_only)?;
+        }
+        self.confine()?;
+        close_on_exec_past_stdio()
+    }
+
+    /// The program under its init: leads its session, finishes, and replaces itself by the
+    /// program; returns only the error that stopped it.
+    fn program(&mut self) -> io::Error {
+        if let Err(e) = self.lead().and_then(|()| self.finish()) {
+            return e;
+        }
+        match &mut self.exec {
+            Some(exec) => exec.run(),
+            None => Errno::INVAL.into(),
+        }
+    }
 }
 
 /// Sends `request` on a new netlink socket and checks the kernel's acknowledgement.
@@ -302,27 +328,31 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
         false => init::Release::NONE,
     };
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes raw system calls only (setsid, ioctl
-    // TIOCSCTTY, fchdir, setns into the session's namespaces (descriptors the parent holds),
-    // open and write of `/proc/self` id maps from buffers the parent
-    // filled, write to a descriptor opened by the parent, unshare, socket, send and recv on
-    // the stack (the requests that set `lo` up and add the all-local route, both built by
-    // the parent), mount (propagation, a new procfs), openat2 and fstat on paths the parent
-    // prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on the
-    // stack, move_mount, socket, bind and listen of the proxy's listeners (and of transparent
-    // TCP's UDP socket and listeners, on ports the parent listed, in an array on the stack)
-    // and a sendmsg of them from a control buffer on the stack, setrlimit, setgroups, setresgid, setresuid, prctl, landlock_add_rule and
-    // landlock_restrict_self on the ruleset the parent built, seccomp with the filter the
-    // parent built, close_range, and in `init.rs` eventfd, mmap and mprotect of the init's
-    // stack, clone (the init, sharing this memory, and the program by the raw call), sigaction,
-    // madvise of the ranges the parent listed, waitpid, read, write, kill, _exit) through
-    // rustix, the landlock and seccompiler crates and libc, none of which allocates or takes a
-    // lock: landlock 0.4.8's `restrict_self` makes the prctl and the syscall and returns a
-    // status on the stack, a `RulesetCreated` holds no heap data, and seccompiler 0.5's
-    // `apply_filter` makes the prctl and the syscall on a `sock_fprog` on the stack. The detached mount copies go into
-    // slots the parent made. Errors are errno values. `unshare` is given NEWNET, NEWNS,
-    // NEWPID and NEWUSER only, never FILES, and the child has one thread, so no other thread
-    // can observe a changed descriptor table.
+    // async-signal-safe work is allowed: it allocates nothing and takes no lock. What it uses
+    // the parent made beforehand (descriptors, buffers, the ruleset, the filter, the slots of
+    // the mount copies, the `execve`'s arrays), and its errors are errno values. It makes
+    // system calls only, through rustix, libc and the landlock and seccompiler crates:
+    // - session and directory: setsid, ioctl TIOCSCTTY, fchdir, a write to `cgroup.procs`;
+    // - namespaces: setns into the session's (descriptors the parent holds); unshare of
+    //   NEWNET, NEWNS, NEWPID and NEWUSER only, never FILES (the child has one thread, so no
+    //   other thread can observe a changed descriptor table); open and write of the id maps
+    //   from buffers the parent filled;
+    // - network: socket, send and recv of the netlink requests on the stack; socket, bind and
+    //   listen of the proxy's listeners (and transparent TCP's, on ports the parent listed, in
+    //   an array on the stack), and a sendmsg of them from a control buffer on the stack;
+    // - limits and identity: setrlimit, setgroups, setresgid, setresuid, prctl;
+    // - mounts: mount (propagation, a new procfs), openat2 and fstat on paths the parent
+    //   prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on
+    //   the stack, move_mount;
+    // - confinement: landlock_add_rule and landlock_restrict_self on the parent's ruleset
+    //   (landlock 0.4.8's `restrict_self` makes the prctl and the call and returns a status on
+    //   the stack; a `RulesetCreated` holds no heap data), seccomp with the parent's filter
+    //   (seccompiler 0.5's `apply_filter` makes the prctl and the call on a `sock_fprog` on
+    //   the stack), close_range;
+    // - in `init.rs`: eventfd; mmap, mprotect and munmap of the helpers' stacks; clone of the
+    //   init and of the program, both sharing this memory on stacks of their own; sigaction,
+    //   madvise of the ranges the parent listed, waitpid, read, write, kill, _exit; and the
+    //   program's execve (`exec.rs`) of arrays the parent built.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;
@@ -332,25 +362,29 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
                 setup.share()?;
             }
             if setup.pid_namespace() {
-                // Returns only in the process that goes on to run the program.
-                init::split(&release)?;
-                setup.lead()?;
+                // Returns only if the program could not run.
+                return Err(init::split(&release, &mut || setup.program()));
             }
-            if let Some(mounts) = &mut setup.mounts {
-                mounts.apply(set_read_only)?;
-            }
-            setup.confine()?;
-            // Descriptors the starter inherited without close-on-exec stay with it.
-            match libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) {
-                0 => Ok(()),
-                _ => Err(io::Error::last_os_error()),
-            }
+            setup.finish()
         });
+    }
+}
+
+/// Marks every descriptor past the standard three close-on-exec: those the starter inherited
+/// without it stay with it.
+#[allow(unsafe_code)]
+fn close_on_exec_past_stdio() -> io::Result<()> {
+    // SAFETY: close_range changes flags of this process's own descriptors only.
+    match unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 

@@ -1,5 +1,5 @@
-//! A confined process runs under two small processes of capfs's own, made between `fork` and
-//! `exec`, so that it can have a PID namespace of its own:
+//! A confined process runs under two small processes of capfs's own, made between the
+//! starter's `fork` and the program's `exec`, so that it can have a PID namespace of its own:
 //!
 //! - the **keeper**, the child the starter spawned, stays in the starter's PID namespace: it is
 //!   the process the starter waits for and signals. It relays the signals it gets to the
@@ -13,12 +13,17 @@
 //! - the **program**, the keeper's second child and the namespace's second process, goes on
 //!   to be confined and run. It is never the init, for the same reason.
 //!
-//! The init shares the keeper's memory (`CLONE_VM`, on a stack of its own): it runs a few
-//! system calls, so copying the keeper's copy of the starter's address space for it, and
-//! unmapping that copy when it ends, would be wasted work on every start. The two never
-//! touch the same memory after the init starts: each waits and reaps by raw system calls
-//! that leave the C library's `errno`, which they would share, untouched. The program is a
-//! copy (`fork`): it goes on with the rest of the start on the keeper's stack.
+//! Neither the init nor the program copies the keeper's memory (itself a copy of the
+//! starter's): copying its page tables, and unmapping them again, was the largest part of a
+//! start after the namespaces. Each is made by `clone(CLONE_VM)` on a stack of its own:
+//!
+//! - the init runs a few system calls for its whole life. It and the keeper never touch the
+//!   same memory after it starts: each waits and reaps by raw system calls that leave the C
+//!   library's `errno`, which they share, untouched.
+//! - the program is also `CLONE_VFORK`: the keeper is stopped until the program has replaced
+//!   itself by `execve` (`exec.rs`) or ended, so the two never run at once on the same memory.
+//!   The program writes nothing of the keeper's but the error that stopped it, which the
+//!   keeper then returns.
 //!
 //! Both helpers close every descriptor they do not need (the program's output included, so
 //! that it ends when the program's does) and never return to the caller; everything here is
@@ -126,18 +131,6 @@ fn name(name: &std::ffi::CStr) {
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
-/// `fork` without the C library's handlers: the raw call, as a thread-free child may make it.
-#[allow(unsafe_code)]
-fn fork() -> io::Result<libc::pid_t> {
-    // SAFETY: clone with only SIGCHLD and no new stack is fork; the child continues on a copy
-    // of this single thread's stack.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
-    match pid {
-        -1 => Err(io::Error::last_os_error()),
-        pid => Ok(pid as libc::pid_t),
-    }
-}
-
 /// Closes every descriptor but `keep` (every one for `None`).
 #[allow(unsafe_code)]
 fn close_all_but(keep: Option<i32>) {
@@ -158,22 +151,149 @@ fn close_all_but(keep: Option<i32>) {
 }
 
 /// In the child the starter spawned, right after it unshared a new PID namespace: makes the
-/// init and the program, and returns `Ok` only in the program's process; this process
-/// becomes the keeper. An error returns here in the spawned child, which the starter reads.
-pub(crate) fn split(release: &Release) -> io::Result<()> {
+/// init, then the program, which runs `program` (its confinement and its `execve`, which
+/// returns only an error). This process becomes the keeper once the program runs, and never
+/// returns; if the program could not run, the init is ended and the error returned, for the
+/// starter to read.
+pub(crate) fn split(release: &Release, program: &mut dyn FnMut() -> io::Error) -> io::Error {
     // On this stack: the keeper reads it after it let the starter's heap go.
     let release = *release;
     default_signals();
-    let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)?;
-    let (init, init_stack) = start_init(&wake)?;
-    let program = fork().inspect_err(|_| {
-        let _ = rustix::process::kill_process(init, Signal::KILL);
-    })?;
-    if program > 0 {
-        drop(wake);
-        keep(program, init, &release, init_stack);
+    let wake = match rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC) {
+        Ok(wake) => wake,
+        Err(e) => return e.into(),
+    };
+    let (init, init_stack) = match start_init(&wake) {
+        Ok(started) => started,
+        Err(e) => return e,
+    };
+    match start_program(program) {
+        Ok(program) => {
+            drop(wake);
+            keep(program, init, &release, init_stack)
+        }
+        Err(e) => {
+            let _ = rustix::process::kill_process(init, Signal::KILL);
+            let _ = reap(init);
+            e
+        }
     }
-    Ok(())
+}
+
+/// The program's stack, until its `execve`; the confinement steps run on it.
+const PROGRAM_STACK_BYTES: usize = 1 << 20;
+
+/// What the keeper hands the program: the work to run, and where the program leaves the
+/// error that stopped it (0 while none did).
+struct ProgramStart<'a> {
+    run: &'a mut dyn FnMut() -> io::Error,
+    failed: AtomicI32,
+}
+
+extern "C" fn program_main(start: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: the keeper passes its `ProgramStart`, and is stopped until this process has
+    // replaced itself or ended (`CLONE_VFORK`).
+    #[allow(unsafe_code)]
+    let start = unsafe { &mut *start.cast::<ProgramStart<'_>>() };
+    let error = (start.run)();
+    let errno = error
+        .raw_os_error()
+        .filter(|e| *e != 0)
+        .unwrap_or(libc::EIO);
+    start.failed.store(errno, Ordering::Relaxed);
+    127
+}
+
+/// Makes the program (`CLONE_VM | CLONE_VFORK`) and returns its id once it has run its
+/// `execve`, or the error it ended with before.
+#[allow(unsafe_code)]
+fn start_program(run: &mut dyn FnMut() -> io::Error) -> io::Result<libc::pid_t> {
+    let stack = Stack::map(PROGRAM_STACK_BYTES)?;
+    let mut start = ProgramStart {
+        run,
+        failed: AtomicI32::new(0),
+    };
+    // SAFETY: the program runs `program_main` on the top of its own stack, sharing this
+    // memory; this call returns only once it has called `execve` or ended, so nothing here
+    // runs meanwhile, and `start` outlives its use.
+    let pid = unsafe {
+        libc::clone(
+            program_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw mut start).cast(),
+        )
+    };
+    let made = match pid {
+        -1 => Err(io::Error::last_os_error()),
+        pid => Ok(pid),
+    };
+    // The program no longer runs on it.
+    stack.unmap();
+    let pid = made?;
+    match start.failed.load(Ordering::Relaxed) {
+        0 => Ok(pid),
+        errno => {
+            let _ = Pid::from_raw(pid).and_then(reap);
+            Err(io::Error::from_raw_os_error(errno))
+        }
+    }
+}
+
+/// A stack of its own for a process that shares this memory: a private mapping whose lowest
+/// page, made inaccessible, is its guard.
+struct Stack {
+    base: *mut libc::c_void,
+    bytes: usize,
+}
+
+impl Stack {
+    #[allow(unsafe_code)]
+    fn map(usable: usize) -> io::Result<Self> {
+        // SAFETY: sysconf reads a constant; mmap makes a new private mapping this value owns;
+        // mprotect takes every access from its lowest page.
+        unsafe {
+            let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
+            let bytes = usable + page;
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let stack = Self { base, bytes };
+            if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
+                let error = io::Error::last_os_error();
+                stack.unmap();
+                return Err(error);
+            }
+            Ok(stack)
+        }
+    }
+
+    /// The stack's first address, where it starts growing down from.
+    #[allow(unsafe_code)]
+    fn top(&self) -> *mut libc::c_void {
+        // SAFETY: one past the end of this mapping.
+        unsafe { self.base.cast::<u8>().add(self.bytes).cast() }
+    }
+
+    /// The range it takes: the keeper spares the init's.
+    fn range(&self) -> (usize, usize) {
+        (self.base as usize, self.bytes)
+    }
+
+    /// Gives the stack back, once no process runs on it.
+    #[allow(unsafe_code)]
+    fn unmap(self) {
+        // SAFETY: this value's own mapping, used by no one any more.
+        unsafe { libc::munmap(self.base, self.bytes) };
+    }
 }
 
 /// How long ranges read for [`Release`] are used again before the maps are read anew.
@@ -192,12 +312,12 @@ fn thread_storage() -> usize {
 const RELEASE_RANGES: usize = 64;
 
 /// Ranges of the starter's anonymous memory that the keeper and the init never use once the
-/// program is forked: the starter's heap, its allocator's arenas, its other threads' stacks.
+/// program has run its `execve`: the starter's heap, its allocator's arenas, its other threads' stacks.
 ///
 /// A keeper lives as long as its program and holds a copy of the starter's memory, copy on
 /// write: while it does, every page the starter writes again is copied for it first (some
 /// 70 pages of allocator state on each start, measured). Letting those ranges go
-/// (`MADV_DONTNEED`) in the keeper, once the program has its own copy, spares the starter
+/// (`MADV_DONTNEED`) in the keeper, once the program has left its memory, spares the starter
 /// the copies. Kept: the mapping of the starting thread's stack (the keeper runs on it), of
 /// its thread-local storage (the C library's `errno` and stack guard), of this module's
 /// statics, anything that is not private, writable and anonymous, and any anonymous mapping
@@ -311,40 +431,29 @@ impl Release {
     }
 }
 
-/// Starts the init on a stack of its own, sharing this process's memory.
+/// Starts the init on a stack of its own, sharing this process's memory. The stack is never
+/// unmapped: it lives as long as the keeper's memory, which outlives the init.
 #[allow(unsafe_code)]
 fn start_init(wake: &OwnedFd) -> io::Result<(Pid, (usize, usize))> {
-    // SAFETY: sysconf reads a constant; mmap makes a new private mapping this function owns
-    // (never unmapped: it lives as long as the keeper's memory, which outlives the init); the
-    // lowest page becomes a guard; clone runs `init` on the top of that stack with its own
-    // registers and a copy of this process's descriptors and signal handlers.
-    unsafe {
-        let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
-        let bytes = INIT_STACK_BYTES + page;
-        let base = libc::mmap(
-            std::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        );
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        INIT_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
-        let top = base.cast::<u8>().add(bytes).cast::<libc::c_void>();
-        let pid = libc::clone(
+    let stack = Stack::map(INIT_STACK_BYTES)?;
+    INIT_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
+    // SAFETY: clone runs `init` on the top of its own stack with its own registers and a copy
+    // of this process's descriptors and signal handlers.
+    let pid = unsafe {
+        libc::clone(
             init,
-            top,
+            stack.top(),
             libc::CLONE_VM | libc::SIGCHLD,
             std::ptr::null_mut(),
-        );
-        let pid = Pid::from_raw(pid).ok_or_else(io::Error::last_os_error)?;
-        Ok((pid, (base as usize, bytes)))
+        )
+    };
+    match Pid::from_raw(pid) {
+        Some(pid) => Ok((pid, stack.range())),
+        None => {
+            let error = io::Error::last_os_error();
+            stack.unmap();
+            Err(error)
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! `LocalProcesses`: processes on this host, each confined by the kernel to a sandbox's roots.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -15,6 +17,7 @@ use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
 use super::confine;
 use super::egress::Proxy;
+use super::exec::Exec;
 use super::id_maps::IdMaps;
 use super::mounts::{self, Mounts};
 use super::policy::{Network, ProcessPolicy};
@@ -308,20 +311,41 @@ impl ExecutorProcesses for LocalProcesses {
         let pty = tty
             .map(|size| super::pty::open(size, policy.run_as))
             .transpose()?;
+        // The request's variables, then capfs's own over them.
+        let mut env: BTreeMap<OsString, OsString> = request
+            .env
+            .iter()
+            .map(|(name, value)| (name.into(), value.into()))
+            .collect();
+        env.insert("TMPDIR".into(), temp.path.clone().into());
+        if let Some(home) = home {
+            env.insert("HOME".into(), home.path().into());
+        }
+        if egress.is_some() {
+            env.extend(
+                super::egress::environment()
+                    .into_iter()
+                    .map(|(name, value)| (name.into(), value.into())),
+            );
+        }
+        // A confined program makes its own `execve` (exec.rs); the command's is for the others.
+        let exec = confined
+            .then(|| {
+                Exec::new(
+                    &request.argv[0],
+                    &request.argv,
+                    request.arg0.as_deref(),
+                    &env,
+                )
+            })
+            .transpose()?;
         let mut command = tokio::process::Command::new(&request.argv[0]);
         command.args(&request.argv[1..]);
         if let Some(arg0) = &request.arg0 {
             command.arg0(arg0);
         }
         command.env_clear();
-        command.envs(request.env.iter().map(|(k, v)| (k, v)));
-        command.env("TMPDIR", &temp.path);
-        if let Some(home) = home {
-            command.env("HOME", home.path());
-        }
-        if egress.is_some() {
-            command.envs(super::egress::environment());
-        }
+        command.envs(&env);
         match &pty {
             Some(pty) => {
                 command.stdin(Stdio::from(pty.terminal.try_clone()?));
@@ -380,6 +404,7 @@ impl ExecutorProcesses for LocalProcesses {
                 run_as: policy.run_as,
                 ruleset,
                 seccomp: inner.unix_filter.clone(),
+                exec,
             },
         );
         let child = command

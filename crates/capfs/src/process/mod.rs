@@ -21,6 +21,7 @@ mod cgroup;
 mod child;
 mod confine;
 pub mod egress;
+mod exec;
 mod home;
 mod id_maps;
 mod init;
