@@ -217,6 +217,24 @@ async fn terminate_ends_a_setsid_daemon_and_leaves_no_zombie() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_that_end_while_the_program_runs_are_reaped_by_its_init() {
+    let ws = Workspace::new();
+    let processes = ws.processes(policy(Network::None));
+    // Each `true` is orphaned at once (its subshell exits) and ends soon after: its parent is
+    // then the namespace's init, which alone can reap it. Zombies are counted in the
+    // process's own `/proc` (its PID namespace's), for at most five seconds.
+    let command = "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do (true &); done; \
+        n=0; while [ $n -lt 100 ]; do \
+          z=$(grep -l ') Z ' /proc/[0-9]*/stat 2>/dev/null | wc -l); \
+          [ \"$z\" = 0 ] && break; sleep 0.05; n=$((n+1)); \
+        done; echo zombies=$z";
+    let done = run(&processes, shell("sh", command, &ws.root))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "zombies=0\n", "{:?}", done.exit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_past_its_time_limit_is_killed() {
     let ws = Workspace::new();
     let processes = ws.processes(policy(Network::None).with_time_limit(Duration::from_millis(300)));

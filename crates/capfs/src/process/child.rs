@@ -349,10 +349,11 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     //   the stack; a `RulesetCreated` holds no heap data), seccomp with the parent's filter
     //   (seccompiler 0.5's `apply_filter` makes the prctl and the call on a `sock_fprog` on
     //   the stack), close_range;
-    // - in `init.rs`: eventfd; mmap, mprotect and munmap of the helpers' stacks; clone of the
-    //   init and of the program, both sharing this memory on stacks of their own; sigaction,
-    //   madvise of the ranges the parent listed, waitpid, read, write, kill, _exit; and the
-    //   program's execve (`exec.rs`) of arrays the parent built.
+    // - in `init.rs`: mmap, mprotect and munmap of the helpers' stacks; clone of the init
+    //   (sharing this memory and descriptor table) and of the program (sharing this memory),
+    //   both on stacks of their own; sigaction, sigprocmask, rt_sigtimedwait, madvise of the
+    //   ranges the parent listed, wait4, kill, _exit; and the program's execve (`exec.rs`) of
+    //   arrays the parent built.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;

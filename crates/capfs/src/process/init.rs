@@ -8,8 +8,9 @@
 //! - the **init**, the first process of the new namespace, reaps the orphans the program
 //!   leaves. When it ends, the kernel kills everything left in the namespace: nothing the
 //!   program started outlives it, daemons included. It dies with the keeper
-//!   (`PR_SET_PDEATHSIG`), ignores the signals the keeper relays, and cannot be signalled from
-//!   inside the namespace (an init gets no signal it has no handler for).
+//!   (`PR_SET_PDEATHSIG`) and ignores the signals the keeper relays. A process inside the
+//!   namespace cannot end it (an init gets no signal it has no handler for); a `SIGCHLD`,
+//!   which it waits for, only makes it reap.
 //! - the **program**, the keeper's second child and the namespace's second process, goes on
 //!   to be confined and run. It is never the init, for the same reason.
 //!
@@ -25,12 +26,13 @@
 //!   The program writes nothing of the keeper's but the error that stopped it, which the
 //!   keeper then returns.
 //!
-//! Both helpers close every descriptor they do not need (the program's output included, so
-//! that it ends when the program's does) and never return to the caller; everything here is
-//! a system call on memory prepared beforehand.
+//! The init also shares the keeper's descriptor table (`CLONE_FILES`): it needs no descriptor
+//! of its own, and the keeper closes every one once the program runs (the program's output
+//! included, so that it ends when the program's does). Neither helper returns to the caller;
+//! everything here is a system call on memory prepared beforehand.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -68,10 +70,7 @@ const RELAYED: [i32; 12] = [
 /// The program the keeper relays its signals to: its process group first, else the process.
 static RELAY_TO: AtomicI32 = AtomicI32::new(0);
 
-/// The eventfd the init's `SIGCHLD` handler wakes it through.
-static INIT_WAKE: AtomicI32 = AtomicI32::new(-1);
-
-/// The init's stack; the init runs a loop of system calls and its signal handler.
+/// The init's stack; the init runs a loop of system calls.
 const INIT_STACK_BYTES: usize = 128 << 10;
 
 extern "C" fn relay(signal: libc::c_int) {
@@ -84,16 +83,6 @@ extern "C" fn relay(signal: libc::c_int) {
     // Raw system calls: errno, which the init shares, is left alone.
     if rustix::process::kill_process_group(target, signal).is_err() {
         let _ = rustix::process::kill_process(target, signal);
-    }
-}
-
-extern "C" fn child_ended(_: libc::c_int) {
-    let fd = INIT_WAKE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        // SAFETY: the eventfd stays open for the init's whole life.
-        #[allow(unsafe_code)]
-        let wake = unsafe { BorrowedFd::borrow_raw(fd) };
-        let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
     }
 }
 
@@ -131,23 +120,12 @@ fn name(name: &std::ffi::CStr) {
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
-/// Closes every descriptor but `keep` (every one for `None`).
+/// Closes every descriptor.
 #[allow(unsafe_code)]
-fn close_all_but(keep: Option<i32>) {
-    // SAFETY: closing descriptors this process alone uses from now on.
-    unsafe {
-        match keep {
-            Some(keep) => {
-                if keep > 0 {
-                    libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
-                }
-                libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
-            }
-            None => {
-                libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
-            }
-        }
-    }
+fn close_all() {
+    // SAFETY: closing descriptors no one uses from now on (the init shares this table and
+    // uses none).
+    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
 }
 
 /// In the child the starter spawned, right after it unshared a new PID namespace: makes the
@@ -159,19 +137,12 @@ pub(crate) fn split(release: &Release, program: &mut dyn FnMut() -> io::Error) -
     // On this stack: the keeper reads it after it let the starter's heap go.
     let release = *release;
     default_signals();
-    let wake = match rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC) {
-        Ok(wake) => wake,
-        Err(e) => return e.into(),
-    };
-    let (init, init_stack) = match start_init(&wake) {
+    let (init, init_stack) = match start_init() {
         Ok(started) => started,
         Err(e) => return e,
     };
     match start_program(program) {
-        Ok(program) => {
-            drop(wake);
-            keep(program, init, &release, init_stack)
-        }
+        Ok(program) => keep(program, init, &release, init_stack),
         Err(e) => {
             let _ = rustix::process::kill_process(init, Signal::KILL);
             let _ = reap(init);
@@ -360,10 +331,7 @@ impl Release {
         };
         // The keeper's stack and thread-local storage are for it to spare (`apply`): the thread
         // that reads the maps here is not always the one that forks.
-        let kept = [
-            std::ptr::addr_of!(RELAY_TO) as usize,
-            std::ptr::addr_of!(INIT_WAKE) as usize,
-        ];
+        let kept = [std::ptr::addr_of!(RELAY_TO) as usize];
         let (mut after_file, mut previous_end) = (false, 0);
         for line in maps.lines() {
             let mut fields = line.split_ascii_whitespace();
@@ -431,19 +399,19 @@ impl Release {
     }
 }
 
-/// Starts the init on a stack of its own, sharing this process's memory. The stack is never
-/// unmapped: it lives as long as the keeper's memory, which outlives the init.
+/// Starts the init on a stack of its own, sharing this process's memory and descriptor table.
+/// The stack is never unmapped: it lives as long as the keeper's memory, which outlives the
+/// init.
 #[allow(unsafe_code)]
-fn start_init(wake: &OwnedFd) -> io::Result<(Pid, (usize, usize))> {
+fn start_init() -> io::Result<(Pid, (usize, usize))> {
     let stack = Stack::map(INIT_STACK_BYTES)?;
-    INIT_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
     // SAFETY: clone runs `init` on the top of its own stack with its own registers and a copy
-    // of this process's descriptors and signal handlers.
+    // of this process's signal handlers.
     let pid = unsafe {
         libc::clone(
             init,
             stack.top(),
-            libc::CLONE_VM | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
             std::ptr::null_mut(),
         )
     };
@@ -469,7 +437,7 @@ fn keep(program: libc::pid_t, init: Pid, release: &Release, init_stack: (usize, 
             relay as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
     }
-    close_all_but(None);
+    close_all();
     release.apply(init_stack);
     let status = Pid::from_raw(program).and_then(reap);
     RELAY_TO.store(0, Ordering::Relaxed);
@@ -509,7 +477,8 @@ fn reap(pid: Pid) -> Option<rustix::process::WaitStatus> {
 /// The init: reaps every orphan that the program leaves to it, whenever one ends, until the
 /// keeper ends it (or ends, which ends it too). It shares the keeper's memory, the C library's
 /// `errno` included, and leaves that alone: its few C library calls (`prctl`, `sigaction`,
-/// `close_range`) cannot fail here, and its waits and reads are raw system calls.
+/// `sigprocmask`) cannot fail here, and its waits are raw system calls.
+#[allow(unsafe_code)]
 extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
     name(c"capfs-init");
     // The init dies with the keeper, so that a kill of the keeper ends the namespace.
@@ -517,23 +486,32 @@ extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
     for signal in RELAYED {
         handle(signal, libc::SIG_IGN);
     }
-    let wake = INIT_WAKE.load(Ordering::Relaxed);
-    close_all_but(Some(wake));
-    handle(
-        libc::SIGCHLD,
-        child_ended as extern "C" fn(libc::c_int) as libc::sighandler_t,
-    );
-    // SAFETY: the eventfd was opened before the init was made and is closed by no one here.
-    #[allow(unsafe_code)]
-    let wake = unsafe { BorrowedFd::borrow_raw(wake) };
-    let mut count = [0u8; 8];
+    // `SIGCHLD` blocked: one that comes while the init reaps stays pending for its next wait
+    // (a blocked signal is queued even for an init, and even with no handler).
+    // SAFETY: a set on this stack, filled by the C library's own functions.
+    let children = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut set);
+        libc::sigaddset(&raw mut set, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+        set
+    };
     loop {
-        // Every child that ended, then a wait for the next `SIGCHLD`: one that came in
-        // between has left a count in the eventfd, so none is missed.
-        while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG)
-        {
-        }
-        let _ = rustix::io::read(wake, &mut count);
+        // Any child (`wait`, the `-1` of `waitpid`): the orphans are in the program's process
+        // groups, never in the init's.
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+        // SAFETY: the raw call reads the set on this stack (the kernel's 8 bytes of it) and
+        // takes the pending `SIGCHLD`; its return is the signal, and `errno` is written only
+        // on a failure, which an init with no handler does not meet.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &raw const children,
+                std::ptr::null_mut::<libc::siginfo_t>(),
+                std::ptr::null::<libc::timespec>(),
+                8usize,
+            )
+        };
     }
 }
 
