@@ -33,7 +33,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -137,7 +137,9 @@ pub(crate) fn split(release: &Release, program: &mut dyn FnMut() -> io::Error) -
     // On this stack: the keeper reads it after it let the starter's heap go.
     let release = *release;
     default_signals();
-    let (init, init_stack) = match start_init() {
+    // The init's word that it will die with this process, which this process waits for.
+    let armed = AtomicU32::new(0);
+    let (init, init_stack) = match start_init(&armed) {
         Ok(started) => started,
         Err(e) => return e,
     };
@@ -399,30 +401,45 @@ impl Release {
     }
 }
 
-/// Starts the init on a stack of its own, sharing this process's memory and descriptor table.
-/// The stack is never unmapped: it lives as long as the keeper's memory, which outlives the
-/// init.
+/// How long the keeper waits at a time for the init to arm its death signal, before it checks
+/// that the init still lives.
+const ARMING_CHECK: rustix::thread::futex::Timespec = rustix::thread::futex::Timespec {
+    tv_sec: 0,
+    tv_nsec: 10_000_000,
+};
+
+/// Starts the init on a stack of its own, sharing this process's memory and descriptor table,
+/// and returns once the init will die with this process (it sets `armed`): a kill of the
+/// keeper before that would leave the init, and the program, running. The stack is never
+/// unmapped: it lives as long as the keeper's memory, which outlives the init.
 #[allow(unsafe_code)]
-fn start_init() -> io::Result<(Pid, (usize, usize))> {
+fn start_init(armed: &AtomicU32) -> io::Result<(Pid, (usize, usize))> {
     let stack = Stack::map(INIT_STACK_BYTES)?;
     // SAFETY: clone runs `init` on the top of its own stack with its own registers and a copy
-    // of this process's signal handlers.
+    // of this process's signal handlers; `armed` outlives the init's use of it (the caller's
+    // frame lasts as long as the keeper, or until the init is reaped).
     let pid = unsafe {
         libc::clone(
             init,
             stack.top(),
             libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
-            std::ptr::null_mut(),
+            std::ptr::from_ref(armed).cast_mut().cast(),
         )
     };
-    match Pid::from_raw(pid) {
-        Some(pid) => Ok((pid, stack.range())),
-        None => {
-            let error = io::Error::last_os_error();
-            stack.unmap();
-            Err(error)
+    let Some(pid) = Pid::from_raw(pid) else {
+        let error = io::Error::last_os_error();
+        stack.unmap();
+        return Err(error);
+    };
+    use rustix::thread::futex;
+    while armed.load(Ordering::Acquire) == 0 {
+        let _ = futex::wait(armed, futex::Flags::PRIVATE, 0, Some(&ARMING_CHECK));
+        let ended = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+        if armed.load(Ordering::Acquire) == 0 && !matches!(ended, Ok(None)) {
+            return Err(rustix::io::Errno::SRCH.into());
         }
     }
+    Ok((pid, stack.range()))
 }
 
 /// The keeper: relays signals to the program, waits for it, ends the init (whose end kills
@@ -479,10 +496,15 @@ fn reap(pid: Pid) -> Option<rustix::process::WaitStatus> {
 /// `errno` included, and leaves that alone: its few C library calls (`prctl`, `sigaction`,
 /// `sigprocmask`) cannot fail here, and its waits are raw system calls.
 #[allow(unsafe_code)]
-extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
+extern "C" fn init(armed: *mut libc::c_void) -> libc::c_int {
     name(c"capfs-init");
-    // The init dies with the keeper, so that a kill of the keeper ends the namespace.
+    // The init dies with the keeper, so that a kill of the keeper ends the namespace; the
+    // keeper goes on once it is so.
     let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
+    // SAFETY: the keeper's word, which it keeps until it has seen this store.
+    let armed = unsafe { &*armed.cast::<AtomicU32>() };
+    armed.store(1, Ordering::Release);
+    let _ = rustix::thread::futex::wake(armed, rustix::thread::futex::Flags::PRIVATE, 1);
     for signal in RELAYED {
         handle(signal, libc::SIG_IGN);
     }
