@@ -351,9 +351,9 @@ pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSet
     //   the stack), close_range;
     // - in `init.rs`: mmap, mprotect and munmap of the helpers' stacks; clone of the init
     //   (sharing this memory and descriptor table) and of the program (sharing this memory),
-    //   both on stacks of their own; sigaction, sigprocmask, rt_sigtimedwait, madvise of the
-    //   ranges the parent listed, wait4, kill, _exit; and the program's execve (`exec.rs`) of
-    //   arrays the parent built.
+    //   both on stacks of their own; futex wait and wake on a word of the keeper's stack;
+    //   sigaction, sigprocmask, rt_sigtimedwait, madvise of the ranges the parent listed,
+    //   wait4, kill, _exit; and the program's execve (`exec.rs`) of arrays the parent built.
     unsafe {
         command.pre_exec(move || {
             setup.enter()?;
