@@ -47,8 +47,8 @@ impl std::fmt::Debug for Exec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Exec")
             .field("paths", &self.paths)
-            .field("args", &self.args)
-            // The values may be secrets; their number is enough.
+            // Arguments and values may hold secrets; their numbers are enough.
+            .field("args", &self.args.len())
             .field("vars", &self.vars.len())
             .finish_non_exhaustive()
     }
@@ -103,8 +103,10 @@ impl Exec {
     }
 
     /// In the program: replaces it by the program, or returns why no path could run, as
-    /// `execvp` does: `EACCES` if some path was refused and none ran, else the last error, and
-    /// at once any error other than "no such file" (a directory, a device, a stale handle).
+    /// `execvp` does. A refusal (`EACCES`) or an error saying the path is not there (`ENOENT`,
+    /// `ENOTDIR`, `ESTALE`, `ENODEV`, `ETIMEDOUT`) goes on to the next path; any other error
+    /// ends the search at once. After the last path: `EACCES` if one was refused, else the
+    /// last error.
     #[allow(unsafe_code)]
     pub(crate) fn run(&mut self) -> io::Error {
         let mut refused = false;
