@@ -23,8 +23,9 @@
 //!   library's `errno`, which they share, untouched.
 //! - the program is also `CLONE_VFORK`: the keeper is stopped until the program has replaced
 //!   itself by `execve` (`exec.rs`) or ended, so the two never run at once on the same memory.
-//!   The program writes nothing of the keeper's but the error that stopped it, which the
-//!   keeper then returns.
+//!   Of the keeper's memory, the program writes only what the keeper never uses again (the
+//!   setup it consumes, the slots of its mount copies, the shell's arguments of `exec.rs`) and
+//!   the error that stopped it, which the keeper then returns.
 //!
 //! The init also shares the keeper's descriptor table (`CLONE_FILES`): it needs no descriptor
 //! of its own, and the keeper closes every one once the program runs (the program's output
