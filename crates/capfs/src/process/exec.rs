@@ -55,16 +55,16 @@ impl std::fmt::Debug for Exec {
 }
 
 impl Exec {
-    /// The `execve` of `program` with `args` (whose first is the program's own name, `arg0`
-    /// if given) and exactly the variables of `env`.
+    /// The `execve` of the program `args` names first, with `args` (the first replaced by
+    /// `arg0` if given) and exactly the variables of `env`.
     pub(crate) fn new(
-        program: &str,
         args: &[String],
         arg0: Option<&str>,
         env: &BTreeMap<OsString, OsString>,
     ) -> io::Result<Self> {
         let c = |bytes: &[u8]| CString::new(bytes).map_err(|_| error::nul_in_argument());
-        let first = arg0.or(args.first().map(String::as_str)).unwrap_or(program);
+        let program = args.first().ok_or_else(error::empty_argv)?;
+        let first = arg0.unwrap_or(program);
         let args = std::iter::once(first)
             .chain(args.iter().skip(1).map(String::as_str))
             .map(|a| c(a.as_bytes()))
@@ -203,7 +203,7 @@ mod tests {
             (OsString::from("A"), OsString::from("x=y")),
         ]);
         let args = ["ls".to_owned(), "-l".to_owned()];
-        let exec = Exec::new("ls", &args, Some("list"), &env).unwrap();
+        let exec = Exec::new(&args, Some("list"), &env).unwrap();
         let argv: Vec<_> = exec.argv[..2].iter().map(|p| text(*p)).collect();
         assert_eq!(argv, ["list", "-l"]);
         assert!(exec.argv[2].is_null());

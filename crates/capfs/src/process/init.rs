@@ -114,6 +114,19 @@ fn handle(signal: i32, handler: libc::sighandler_t) {
     }
 }
 
+/// Blocks or unblocks (`how`) `signal` for this process, and returns the set holding it alone.
+#[allow(unsafe_code)]
+fn mask(how: libc::c_int, signal: libc::c_int) -> libc::sigset_t {
+    // SAFETY: a set on this stack, filled by the C library's own functions.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut set);
+        libc::sigaddset(&raw mut set, signal);
+        libc::sigprocmask(how, &raw const set, std::ptr::null_mut());
+        set
+    }
+}
+
 /// Names this process as `ps` shows it.
 #[allow(unsafe_code)]
 fn name(name: &std::ffi::CStr) {
@@ -181,7 +194,7 @@ extern "C" fn program_main(start: *mut libc::c_void) -> libc::c_int {
 /// Makes the program (`CLONE_VM | CLONE_VFORK`) and returns its id once it has run its
 /// `execve`, or the error it ended with before.
 #[allow(unsafe_code)]
-fn start_program(run: &mut dyn FnMut() -> io::Error) -> io::Result<libc::pid_t> {
+fn start_program(run: &mut dyn FnMut() -> io::Error) -> io::Result<Pid> {
     let stack = Stack::map(PROGRAM_STACK_BYTES)?;
     let mut start = ProgramStart {
         run,
@@ -198,17 +211,14 @@ fn start_program(run: &mut dyn FnMut() -> io::Error) -> io::Result<libc::pid_t> 
             (&raw mut start).cast(),
         )
     };
-    let made = match pid {
-        -1 => Err(io::Error::last_os_error()),
-        pid => Ok(pid),
-    };
+    let made = Pid::from_raw(pid).ok_or_else(io::Error::last_os_error);
     // The program no longer runs on it.
     stack.unmap();
     let pid = made?;
     match start.failed.load(Ordering::Relaxed) {
         0 => Ok(pid),
         errno => {
-            let _ = Pid::from_raw(pid).and_then(reap);
+            let _ = reap(pid);
             Err(io::Error::from_raw_os_error(errno))
         }
     }
@@ -446,9 +456,9 @@ fn start_init(armed: &AtomicU32) -> io::Result<(Pid, (usize, usize))> {
 /// The keeper: relays signals to the program, waits for it, ends the init (whose end kills
 /// whatever is left in the namespace) and waits for that, then ends as the program did.
 #[allow(unsafe_code)]
-fn keep(program: libc::pid_t, init: Pid, release: &Release, init_stack: (usize, usize)) -> ! {
+fn keep(program: Pid, init: Pid, release: &Release, init_stack: (usize, usize)) -> ! {
     name(c"capfs-keeper");
-    RELAY_TO.store(program, Ordering::Relaxed);
+    RELAY_TO.store(program.as_raw_nonzero().get(), Ordering::Relaxed);
     for signal in RELAYED {
         handle(
             signal,
@@ -457,12 +467,12 @@ fn keep(program: libc::pid_t, init: Pid, release: &Release, init_stack: (usize, 
     }
     close_all();
     release.apply(init_stack);
-    let status = Pid::from_raw(program).and_then(reap);
+    let status = reap(program);
     RELAY_TO.store(0, Ordering::Relaxed);
     let _ = rustix::process::kill_process(init, Signal::KILL);
     // The init is gone once this returns: errno is this process's alone again.
     let _ = reap(init);
-    // SAFETY: signal, sigprocmask, kill and _exit on values of this function's own.
+    // SAFETY: signal, kill and _exit on values of this function's own.
     unsafe {
         let Some(status) = status else {
             libc::kill(libc::getpid(), libc::SIGKILL);
@@ -470,10 +480,7 @@ fn keep(program: libc::pid_t, init: Pid, release: &Release, init_stack: (usize, 
         };
         if let Some(signal) = status.terminating_signal() {
             libc::signal(signal, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&raw mut set);
-            libc::sigaddset(&raw mut set, signal);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &raw const set, std::ptr::null_mut());
+            mask(libc::SIG_UNBLOCK, signal);
             libc::kill(libc::getpid(), signal);
             libc::_exit(128 + signal);
         }
@@ -511,14 +518,7 @@ extern "C" fn init(armed: *mut libc::c_void) -> libc::c_int {
     }
     // `SIGCHLD` blocked: one that comes while the init reaps stays pending for its next wait
     // (a blocked signal is queued even for an init, and even with no handler).
-    // SAFETY: a set on this stack, filled by the C library's own functions.
-    let children = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut set);
-        libc::sigaddset(&raw mut set, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
-        set
-    };
+    let children = mask(libc::SIG_BLOCK, libc::SIGCHLD);
     loop {
         // Any child (`wait`, the `-1` of `waitpid`): the orphans are in the program's process
         // groups, never in the init's.

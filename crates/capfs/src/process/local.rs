@@ -330,14 +330,7 @@ impl ExecutorProcesses for LocalProcesses {
         }
         // A confined program makes its own `execve` (exec.rs); the command's is for the others.
         let exec = confined
-            .then(|| {
-                Exec::new(
-                    &request.argv[0],
-                    &request.argv,
-                    request.arg0.as_deref(),
-                    &env,
-                )
-            })
+            .then(|| Exec::new(&request.argv, request.arg0.as_deref(), &env))
             .transpose()?;
         let mut command = tokio::process::Command::new(&request.argv[0]);
         command.args(&request.argv[1..]);
