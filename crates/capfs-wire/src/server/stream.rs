@@ -40,6 +40,7 @@ use super::outgoing::SpanQueue;
 use super::params::{CallParams, check_policy, take};
 use super::payload::{Payload, invalid_input};
 use super::reply;
+use super::spin::Receiving;
 use super::work::{RequestSlots, StreamWork, WorkPermit};
 use crate::error::{stream_aborted, stream_cut, stream_idle};
 use crate::protocol::{
@@ -68,6 +69,8 @@ pub(crate) struct Upload {
     /// Bytes still to come, for a write that announced its size.
     remaining: Option<u64>,
     aborted: Arc<AtomicBool>,
+    /// The connection's thread does not poll before it sleeps while the write takes frames.
+    _receiving: Receiving,
 }
 
 fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
@@ -204,6 +207,7 @@ pub(crate) fn start_write(
             chunks: tx,
             remaining: p.size,
             aborted: Arc::clone(&aborted),
+            _receiving: Receiving::start(),
         };
         uploads.insert(p.stream_id, upload);
     }

@@ -71,13 +71,13 @@ impl ConnectionThreads {
             cut: cut.clone(),
         };
         for index in 0..count {
-            let (runtime, polls) = super::spin::build(
+            let polling = super::spin::build(
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .max_blocking_threads(pool),
                 poll_before_sleep,
             )?;
-            if !polls && !poll_before_sleep.is_zero() {
+            if !polling.polls && !poll_before_sleep.is_zero() {
                 tracing::warn!(
                     thread = index,
                     "connection thread cannot poll before it sleeps: its epoll descriptor was not found"
@@ -88,6 +88,8 @@ impl ConnectionThreads {
             let handle = std::thread::Builder::new()
                 .name(format!("capfs-connections-{index}"))
                 .spawn(move || {
+                    polling.enter();
+                    let runtime = polling.runtime;
                     runtime.block_on(async move {
                         while let Some(job) = queue.recv().await {
                             tokio::spawn(job);
