@@ -291,6 +291,7 @@ impl ExecutorFileSystem for LocalFileSystem {
     ) -> FileSystemResult<u64> {
         let target = path.clone();
         let mut staged = self.run(move |fs| write::stage(fs, &target)).await?;
+        staged.announce(size);
         let mut written = 0u64;
         let mut batch = Vec::with_capacity(STREAM_BATCH_BYTES);
         loop {

@@ -24,6 +24,10 @@ const PLAIN_MODE_BITS: u32 = 0o777;
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
     write_with(fs, path, WriteOptions::default(), |file| {
+        let size = contents.len() as u64;
+        if size >= super::stage::PREALLOCATE_FROM {
+            super::stage::preallocate(file, 0, size);
+        }
         file.write_all(contents)
     })
 }
