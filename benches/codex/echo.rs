@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::{BLOCK, ONE_AT_A_TIME, Server, block_reply, call, connect, next, request};
@@ -41,16 +41,23 @@ fn server(reply: String) -> String {
     url
 }
 
-/// The median round trip of the echo server, for a reply as long as capfs's `fs/getMetadata`.
-pub(crate) async fn round_trip(capfs: &Server) -> Duration {
+/// A connection to an echo server answering with capfs's own `fs/getMetadata` reply, and the
+/// request's parameters.
+async fn metadata_echo(capfs: &Server) -> (super::Ws, Value) {
     let mut ws = connect(&capfs.process.url).await;
     let stat = json!({"path": capfs.uri("small"), "sandbox": null});
     let reply = call(&mut ws, "fs/getMetadata", stat.clone()).await;
     let reply = json!({"id": 1, "result": reply["result"]}).to_string();
     let echo = server(reply);
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(&echo, None, true)
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(&echo, None, true)
         .await
         .expect("connect to the echo server");
+    (ws, stat)
+}
+
+/// The median round trip of the echo server, for a reply as long as capfs's `fs/getMetadata`.
+pub(crate) async fn round_trip(capfs: &Server) -> Duration {
+    let (mut ws, stat) = metadata_echo(capfs).await;
     let message = request(1, "fs/getMetadata", stat);
     let mut times = Vec::with_capacity(ONE_AT_A_TIME);
     for _ in 0..ONE_AT_A_TIME {
@@ -61,6 +68,26 @@ pub(crate) async fn round_trip(capfs: &Server) -> Duration {
     }
     times.sort();
     times[ONE_AT_A_TIME / 2]
+}
+
+/// The same echo with calls in flight, as the bench makes them of a server: the most calls a
+/// second this client gets from any server on this machine. Measured in each of the bench's
+/// rounds, beside the servers.
+pub(crate) struct MetadataEcho {
+    ws: super::Ws,
+    stat: Value,
+}
+
+impl MetadataEcho {
+    pub(crate) async fn start(capfs: &Server) -> Self {
+        let (ws, stat) = metadata_echo(capfs).await;
+        Self { ws, stat }
+    }
+
+    /// One round's calls a second.
+    pub(crate) async fn round(&mut self) -> f64 {
+        super::pipelined(&mut self.ws, "fs/getMetadata", &self.stat).await
+    }
 }
 
 /// A bare echo of `fs/readBlock` replies, read as the bench reads them from a server (one
