@@ -69,8 +69,6 @@ pub(crate) struct Upload {
     /// Bytes still to come, for a write that announced its size.
     remaining: Option<u64>,
     aborted: Arc<AtomicBool>,
-    /// The connection's thread does not poll before it sleeps while the write takes frames.
-    _receiving: Receiving,
 }
 
 fn stream_reply(result: io::Result<u64>) -> Result<Payload, ErrorObject> {
@@ -207,7 +205,6 @@ pub(crate) fn start_write(
             chunks: tx,
             remaining: p.size,
             aborted: Arc::clone(&aborted),
-            _receiving: Receiving::start(),
         };
         uploads.insert(p.stream_id, upload);
     }
@@ -215,7 +212,11 @@ pub(crate) fn start_write(
         .with_mode(p.mode)
         .with_modified_at_ms(p.modified_at_ms);
     let log = log.clone();
+    // Made here, on the connection's thread: that thread does not poll before it sleeps
+    // while the write runs (its task ends with it, or at the idle timeout).
+    let receiving = Receiving::start();
     tokio::spawn(async move {
+        let _receiving = receiving;
         let held = ctx.work.clone().acquire().await;
         // A write the request's policy refuses takes none of its frames: they are dropped as
         // they arrive, as those of a write that failed.
