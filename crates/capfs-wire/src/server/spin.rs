@@ -12,7 +12,7 @@
 //! answers without wake-ups; an idle server, or one whose clients call now and then, spends
 //! nothing after its window has shrunk.
 //!
-//! A thread does not poll while it receives a streamed write ([`Receiving`]). Its frames come
+//! A thread does not poll while a streamed write runs on it ([`Receiving`]). Its frames come
 //! one after another, so a poll would catch each and the window would stay at its bound; but
 //! the time is then spent where the stream's other work needs the CPU: the backend writing the
 //! last batch on the blocking pool, and a client on the same machine reading and sending the
@@ -48,9 +48,9 @@ impl Polling {
     }
 }
 
-/// Held while a streamed write receives its frames: the thread it was made on does not poll
-/// before it sleeps until it is dropped (wherever it is dropped). Made on a thread that never
-/// polls, it counts nothing.
+/// Held while a streamed write runs: the thread it was made on does not poll before it
+/// sleeps until it is dropped (wherever it is dropped). Made on a thread that never polls, it
+/// counts nothing.
 pub(crate) struct Receiving(Option<Arc<AtomicUsize>>);
 
 impl Receiving {

@@ -303,7 +303,8 @@ mod tests {
             MIB,
             "the reservation changed the file's size"
         );
-        // The blocks held: what was written and the reservation, and a block group's rounding.
+        // The blocks held: what was written, the reservation, and a MiB for the file
+        // system's rounding.
         let held = |metadata: &std::fs::Metadata| metadata.blocks() * 512;
         assert!(
             held(&after_one) <= MIB + PREALLOCATE_AHEAD + MIB,
