@@ -70,9 +70,9 @@ pub(crate) async fn round_trip(capfs: &Server) -> Duration {
     times[ONE_AT_A_TIME / 2]
 }
 
-/// The same echo with calls in flight, as the bench makes them of a server: the most calls a
-/// second this client gets from any server on this machine. Measured in each of the bench's
-/// rounds, beside the servers.
+/// The same echo with calls in flight, as the bench makes them of a server (the echo sends each
+/// reply as it comes: one write a reply). Measured in each of the bench's rounds, beside the
+/// servers.
 pub(crate) struct MetadataEcho {
     ws: super::Ws,
     stat: Value,
