@@ -24,10 +24,7 @@ const PLAIN_MODE_BITS: u32 = 0o777;
 
 pub(crate) fn write_file(fs: &Inner, path: &AbsolutePathBuf, contents: &[u8]) -> io::Result<()> {
     write_with(fs, path, WriteOptions::default(), |file| {
-        let size = contents.len() as u64;
-        if size >= super::stage::PREALLOCATE_FROM {
-            super::stage::preallocate(file, 0, size);
-        }
+        super::stage::preallocate_whole(file, contents.len() as u64);
         file.write_all(contents)
     })
 }
