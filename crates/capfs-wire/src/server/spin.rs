@@ -365,4 +365,78 @@ mod tests {
             _ => assert_eq!(thread.join().unwrap(), 0, "the stream's count outlived it"),
         }
     }
+
+    /// Through a real connection: a streamed write holds its thread's count from its request
+    /// until it ends, and a call that is not a stream holds none.
+    #[test]
+    fn a_connection_counts_its_streamed_write_from_its_request_to_its_end() {
+        use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox, WriteOptions};
+        use tokio::io::AsyncWriteExt;
+
+        let polling = build(
+            tokio::runtime::Builder::new_current_thread().enable_all(),
+            Duration::from_millis(1),
+        )
+        .unwrap();
+        polling.enter();
+        let count = Arc::clone(&polling.receiving);
+        let now = move || count.load(Ordering::Relaxed);
+        // Gives the connection's tasks their turns until `done` holds, a bounded number of
+        // times: everything here runs on this one thread.
+        async fn until(done: impl Fn() -> bool) -> bool {
+            for _ in 0..10_000 {
+                if done() {
+                    return true;
+                }
+                tokio::task::yield_now().await;
+            }
+            done()
+        }
+        polling.runtime.block_on(async move {
+            let dir = tempfile::tempdir().unwrap();
+            let sandbox = Sandbox::new()
+                .with_root(dir.path(), Access::ReadWrite)
+                .unwrap();
+            let file = sandbox.roots()[0].path().join("streamed").unwrap();
+            let fs = Arc::new(LocalFileSystem::new(sandbox));
+            let (remote, _serving) = super::super::pair(fs, Default::default()).await.unwrap();
+            remote.get_metadata(&file.parent().unwrap()).await.unwrap();
+            assert_eq!(now(), 0, "a call that is no stream counted");
+
+            let size = 3 * crate::protocol::DATA_CHUNK_BYTES;
+            let (mut sender, mut source) = tokio::io::duplex(size);
+            let target = file.clone();
+            let client = remote.clone();
+            let write = tokio::spawn(async move {
+                client
+                    .write_file_from(
+                        &target,
+                        &mut source,
+                        Some(size as u64),
+                        WriteOptions::default(),
+                        &mut |_| {},
+                    )
+                    .await
+            });
+            let first = vec![7u8; crate::protocol::DATA_CHUNK_BYTES];
+            sender.write_all(&first).await.unwrap();
+            assert!(
+                until(|| now() == 1).await,
+                "the write did not count: {}",
+                now()
+            );
+            sender
+                .write_all(&vec![7u8; size - first.len()])
+                .await
+                .unwrap();
+            drop(sender);
+            assert_eq!(write.await.unwrap().unwrap(), size as u64);
+            assert!(
+                until(|| now() == 0).await,
+                "the count outlived the write: {}",
+                now()
+            );
+            assert_eq!(remote.read_file(&file).await.unwrap().len(), size);
+        });
+    }
 }
