@@ -2,6 +2,7 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -139,8 +140,8 @@ impl Root {
 /// The local-disk file systems, whose metadata operations never wait on a network or a
 /// user-space server, by `f_type`, each with whether it may have reflinks (`FICLONE`).
 const LOCAL_DISKS: [(u64, bool); 14] = [
-    (0xEF53, false),      // ext2, ext3, ext4
-    (0x5846_5342, true),  // XFS
+    (EXT4_MAGIC, false), // ext2, ext3, ext4
+    (XFS_MAGIC, true),
     (0x9123_683E, true),  // Btrfs
     (0x0102_1994, false), // tmpfs
     (0x8584_58F6, false), // ramfs
@@ -155,9 +156,15 @@ const LOCAL_DISKS: [(u64, bool); 14] = [
     (0x7366_746E, true),  // NTFS (ntfs3)
 ];
 
-/// The `f_type` of the file system holding the directory `dir`.
-fn file_system_magic(dir: &Dir) -> Option<u64> {
-    rustix::fs::fstatfs(dir)
+/// The `f_type` of ext2, ext3 and ext4, which share it.
+pub(crate) const EXT4_MAGIC: u64 = 0xEF53;
+
+/// The `f_type` of XFS.
+pub(crate) const XFS_MAGIC: u64 = 0x5846_5342;
+
+/// The `f_type` of the file system holding `fd` (a directory, a file).
+pub(crate) fn file_system_magic(fd: &impl AsFd) -> Option<u64> {
+    rustix::fs::fstatfs(fd)
         .ok()
         .map(|stat| stat.f_type as u64 & 0xFFFF_FFFF)
 }

@@ -20,6 +20,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::file_system::WriteOptions;
+use crate::sandbox::{EXT4_MAGIC, XFS_MAGIC, file_system_magic};
 
 /// Permission bits a write may give a file: setuid, setgid and sticky never come through.
 const PERMISSION_BITS: u32 = 0o777;
@@ -37,12 +38,11 @@ const PREALLOCATE_AHEAD: u64 = 32 << 20;
 /// (with ext2 and ext3, which share its number) and XFS. Elsewhere a reservation can change how
 /// the file is stored (Btrfs writes into it in place, uncompressed) or take memory before the
 /// data comes (tmpfs), so nothing is reserved there.
-const RESERVING_FILE_SYSTEMS: [u64; 2] = [0xEF53, 0x5846_5342];
+const RESERVING_FILE_SYSTEMS: [u64; 2] = [EXT4_MAGIC, XFS_MAGIC];
 
 /// Whether `file` is on one of the [`RESERVING_FILE_SYSTEMS`].
 fn reserves_blocks(file: &impl AsFd) -> bool {
-    rustix::fs::fstatfs(file)
-        .is_ok_and(|stat| RESERVING_FILE_SYSTEMS.contains(&(stat.f_type as u64 & 0xFFFF_FFFF)))
+    file_system_magic(file).is_some_and(|magic| RESERVING_FILE_SYSTEMS.contains(&magic))
 }
 
 /// Reserves the blocks of `file` from `from` to `to` (its size unchanged: the writes that
