@@ -39,7 +39,9 @@ impl AbsolutePathBuf {
         if !path.is_absolute() {
             return Err(invalid_path(path, "path is not absolute"));
         }
-        let mut normal = PathBuf::from("/");
+        // Normalising never lengthens an absolute path: one allocation, never a growth.
+        let mut normal = PathBuf::with_capacity(path.as_os_str().len());
+        normal.push("/");
         for component in path.components() {
             match component {
                 Component::RootDir | Component::CurDir | Component::Prefix(_) => {}

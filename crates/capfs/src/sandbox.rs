@@ -4,7 +4,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
@@ -196,8 +196,8 @@ pub struct Sandbox {
 /// A path resolved to its root and the part below it.
 pub(crate) struct Resolved<'a> {
     pub root: &'a Root,
-    /// Relative to the root; empty for the root itself.
-    pub rel: PathBuf,
+    /// Relative to the root; empty for the root itself. Borrowed from the path resolved.
+    pub rel: &'a Path,
 }
 
 impl Resolved<'_> {
@@ -210,7 +210,7 @@ impl Resolved<'_> {
         if self.is_root() {
             Path::new(".")
         } else {
-            &self.rel
+            self.rel
         }
     }
 
@@ -347,12 +347,9 @@ impl Sandbox {
     /// # Errors
     ///
     /// `PermissionDenied` when no root contains `path`.
-    pub(crate) fn resolve(&self, path: &AbsolutePathBuf) -> io::Result<Resolved<'_>> {
+    pub(crate) fn resolve<'a>(&'a self, path: &'a AbsolutePathBuf) -> io::Result<Resolved<'a>> {
         self.root_for(path)
-            .map(|(root, rel)| Resolved {
-                root,
-                rel: rel.to_path_buf(),
-            })
+            .map(|(root, rel)| Resolved { root, rel })
             .ok_or_else(|| error::outside_roots(path))
     }
 

@@ -9,7 +9,6 @@
 //! passed, the params' through [`Strict`], and params kept as text with the whole message
 //! before they are taken.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, MapAccess, Visitor};
@@ -140,14 +139,14 @@ where
     let (Some(id), Some(method)) = (members.id, members.method) else {
         return Ok(None);
     };
+    // Params decoded for a method other than the one the message ends up naming (a repeated
+    // `method`) are not these params.
+    if members.seeded && members.seeded_for.is_some_and(|seeded| seeded != method) {
+        return Ok(None);
+    }
     let (Ok(id), Ok(method)) = (RequestId::deserialize(id), String::deserialize(method)) else {
         return Ok(None);
     };
-    // Params decoded for a method other than the one the message ends up naming (a repeated
-    // `method`) are not these params.
-    if members.seeded_for.is_some_and(|seeded| seeded != method) {
-        return Ok(None);
-    }
     Ok(Some(Incoming::Request {
         id,
         method,
@@ -161,8 +160,46 @@ struct Members<D> {
     id: Option<Value>,
     method: Option<Value>,
     params: RequestParams<D>,
-    /// The method whose seed decoded the params.
-    seeded_for: Option<String>,
+    /// A method's seed decoded the params.
+    seeded: bool,
+    /// That method, once a later `method` member replaced it (`None` while `method` is still
+    /// the one the seed was for): kept only then, so that a request does not copy its method.
+    seeded_for: Option<Value>,
+}
+
+/// A member's name, told apart without a copy of it (a `Cow<str>` key is always an owned
+/// copy: serde fills a `Cow` with its owned form). Escaped names are compared unescaped, as
+/// any other key is.
+enum Key {
+    Id,
+    Method,
+    Params,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+
+        impl Visitor<'_> for Names {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key, E> {
+                Ok(match name {
+                    "id" => Key::Id,
+                    "method" => Key::Method,
+                    "params" => Key::Params,
+                    _ => Key::Other,
+                })
+            }
+        }
+
+        deserializer.deserialize_identifier(Names)
+    }
 }
 
 struct MembersVisitor<'a, F> {
@@ -185,22 +222,30 @@ where
             id: None,
             method: None,
             params: RequestParams::Absent,
+            seeded: false,
             seeded_for: None,
         };
         // As in a `Value`, the last of a repeated member wins.
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match &*key {
-                "id" => members.id = Some(map.next_value()?),
-                "method" => members.method = Some(map.next_value()?),
-                "params" => {
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Id => members.id = Some(map.next_value()?),
+                Key::Method => {
+                    let method = map.next_value()?;
+                    if members.seeded && members.seeded_for.is_none() {
+                        members.seeded_for = members.method.take();
+                    }
+                    members.method = Some(method);
+                }
+                Key::Params => {
                     let method = members.method.as_ref().and_then(Value::as_str);
+                    members.seeded_for = None;
                     members.params = match method.and_then(self.seed_for) {
                         Some(seed) => {
-                            members.seeded_for = method.map(str::to_owned);
+                            members.seeded = true;
                             RequestParams::Decoded(map.next_value_seed(Strict(seed))?)
                         }
                         None => {
-                            members.seeded_for = None;
+                            members.seeded = false;
                             let raw: Box<RawValue> = map.next_value()?;
                             match raw.get() {
                                 "null" => RequestParams::Absent,
@@ -209,7 +254,7 @@ where
                         }
                     };
                 }
-                _ => {
+                Key::Other => {
                     map.next_value::<Checked>()?;
                 }
             }

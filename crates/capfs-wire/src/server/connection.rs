@@ -222,7 +222,7 @@ impl Connection {
                 reply::send_message(out, &mut budget, &message).await;
             }
             Step::Answer { request, reply } => {
-                let mut log = self.request_log(&request);
+                let mut log = self.request_log(request.row, request.method);
                 log.note_sent(&request.params);
                 self.answer(out, log, request.id, reply).await;
             }
@@ -254,18 +254,18 @@ impl Connection {
 
     /// The log of a request that starts now; it keeps the request's paths when they are
     /// written somewhere, once its params are read.
-    fn request_log(&self, call: &FsCall) -> RequestLog {
+    /// It takes the request's method (`row`, and its name as sent): the log holds the one copy.
+    fn request_log(&self, row: Option<&'static methods::Method>, method: String) -> RequestLog {
         RequestLog {
             audit: self.shared.config.audit.clone(),
             metrics: Arc::clone(&self.shared.metrics),
-            label: call.row.map_or(super::metrics::UNKNOWN_METHOD, |m| m.name),
-            writes: call.row.is_some_and(methods::Method::writes_contents),
+            label: row.map_or(super::metrics::UNKNOWN_METHOD, |m| m.name),
+            writes: row.is_some_and(methods::Method::writes_contents),
             connection: self.id,
             peer: Arc::clone(&self.peer),
-            method: call.method.clone(),
+            method,
             paths: audit::keeps_paths(self.shared.config.audit.as_ref()).then(Vec::new),
-            streamed: call
-                .row
+            streamed: row
                 .is_some_and(|m| matches!(m.runs, Runs::StreamRead(_) | Runs::StreamWrite(_))),
             started: Instant::now(),
         }
@@ -320,13 +320,13 @@ impl Connection {
     /// Runs a request that passed the handshake rules. Never waits for a slot: a request is
     /// admitted (it then waits for an in-flight slot on a task of its own) or refused.
     async fn on_request(&mut self, call: FsCall, out: &mpsc::Sender<Outgoing>) {
-        let mut log = self.request_log(&call);
         let FsCall {
             id,
             method,
             params,
             row,
         } = call;
+        let mut log = self.request_log(row, method);
         let Ok(admitted) = Arc::clone(&self.admitted).try_acquire_owned() else {
             let error = self.busy();
             log.note_sent(&params);
@@ -403,7 +403,7 @@ impl Connection {
                 fs,
                 &connection,
                 row,
-                &method,
+                &log.method,
                 params,
                 max_message_bytes,
                 &mut outcome,

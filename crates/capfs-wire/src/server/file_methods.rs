@@ -120,7 +120,7 @@ pub(crate) async fn create_directory(
 /// `fs/getMetadata`.
 pub(crate) async fn get_metadata(call: Call<'_>, p: PathParams) -> Result<Payload, ErrorObject> {
     let metadata = call.fs.get_metadata(&p.path).await.map_err(io)?;
-    serialized(GetMetadataResponse::from(metadata))
+    super::payload::metadata(&GetMetadataResponse::from(metadata))
 }
 
 /// `fs/readDirectory`, cut to the message limit; a request in URI form types a link by what it

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::budget::ReplyBudget;
-use crate::protocol::ErrorObject;
+use crate::protocol::{ErrorObject, GetMetadataResponse};
 
 /// Bytes a reply's JSON needs beyond the base64 text of a file: the id, the member names and
 /// the punctuation. Ids are at most a message long, so this is a bound only with the id
@@ -111,7 +111,80 @@ pub(crate) fn invalid_input(code: i64, message: String) -> ErrorObject {
 }
 
 pub(crate) fn serialized(value: impl Serialize) -> Result<Payload, ErrorObject> {
+    // Room for most results at once (a `getMetadata` is some 150 bytes): growing from
+    // serde_json's own start took three reallocations a call.
+    let mut text = Vec::with_capacity(SERIALIZED_ROOM);
+    serde_json::to_writer(&mut text, &value).expect("protocol results always serialize");
     Ok(Payload::Text(
-        serde_json::to_string(&value).expect("protocol results always serialize"),
+        String::from_utf8(text).expect("serde_json writes UTF-8"),
     ))
+}
+
+/// What a serialised result's text is given before it is written.
+const SERIALIZED_ROOM: usize = 256;
+
+/// The result of `fs/getMetadata`, written as serde writes it (its members in order, the
+/// optional ones left out when absent) but without serde: it is the call codex makes most,
+/// and serde_json scans every member name for characters to escape, which took a twelfth of
+/// the server's instructions for the call (callgrind, 64 in flight). The test below holds the
+/// two to the same text.
+pub(crate) fn metadata(m: &GetMetadataResponse) -> Result<Payload, ErrorObject> {
+    fn flag(value: bool) -> &'static str {
+        if value { "true" } else { "false" }
+    }
+    let mut number = itoa::Buffer::new();
+    let mut text = String::with_capacity(SERIALIZED_ROOM);
+    text.push_str(r#"{"isDirectory":"#);
+    text.push_str(flag(m.is_directory));
+    text.push_str(r#","isFile":"#);
+    text.push_str(flag(m.is_file));
+    text.push_str(r#","isSymlink":"#);
+    text.push_str(flag(m.is_symlink));
+    text.push_str(r#","size":"#);
+    text.push_str(number.format(m.size));
+    text.push_str(r#","createdAtMs":"#);
+    text.push_str(number.format(m.created_at_ms));
+    text.push_str(r#","modifiedAtMs":"#);
+    text.push_str(number.format(m.modified_at_ms));
+    if let Some(ms) = m.accessed_at_ms {
+        text.push_str(r#","accessedAtMs":"#);
+        text.push_str(number.format(ms));
+    }
+    if let Some(mode) = m.mode {
+        text.push_str(r#","mode":"#);
+        text.push_str(number.format(mode));
+    }
+    text.push('}');
+    Ok(Payload::Text(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn response() -> impl Strategy<Value = GetMetadataResponse> {
+        let flags = (any::<bool>(), any::<bool>(), any::<bool>());
+        let numbers = (any::<u64>(), any::<i64>(), any::<i64>());
+        let extensions = (any::<Option<i64>>(), any::<Option<u32>>());
+        (flags, numbers, extensions).prop_map(|((dir, file, link), (size, c, m), (a, mode))| {
+            let mut r: GetMetadataResponse = serde_json::from_value(serde_json::json!({
+                "isDirectory": dir, "isFile": file, "isSymlink": link, "size": size,
+                "createdAtMs": c, "modifiedAtMs": m,
+            }))
+            .unwrap();
+            r.accessed_at_ms = a;
+            r.mode = mode;
+            r
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn metadata_is_written_as_serde_writes_it(r in response()) {
+            let Ok(Payload::Text(text)) = metadata(&r) else { panic!("a text result") };
+            prop_assert_eq!(text, serde_json::to_string(&r).unwrap());
+        }
+    }
 }

@@ -124,21 +124,25 @@ pub(crate) async fn send_message(
 pub(crate) fn reply_text(id: RequestId, reply: Result<Payload, ErrorObject>) -> String {
     match reply {
         Ok(Payload::FileData(data)) => {
-            let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
+            let encoded = base64_len(data.len() as u64) as usize;
+            let result_len = FILE_DATA_OPENING.len() + encoded + FILE_DATA_CLOSING.len();
+            let mut text = result_opening(&id, result_len);
             text.push_str(FILE_DATA_OPENING);
             STANDARD.encode_string(&data, &mut text);
             text.push_str(FILE_DATA_CLOSING);
             text
         }
         Ok(Payload::Block { data, eof }) => {
-            let mut text = result_opening(&id, base64_len(data.len() as u64) as usize);
+            let encoded = base64_len(data.len() as u64) as usize;
+            let closing = block_closing(eof);
+            let mut text = result_opening(&id, BLOCK_OPENING.len() + encoded + closing.len());
             text.push_str(BLOCK_OPENING);
             STANDARD.encode_string(&data, &mut text);
-            text.push_str(block_closing(eof));
+            text.push_str(closing);
             text
         }
         Ok(Payload::Text(result)) => {
-            let mut text = result_opening(&id, result.len());
+            let mut text = result_opening(&id, result.len() + 1);
             text.push_str(&result);
             text.push('}');
             text
@@ -169,14 +173,39 @@ fn with_opening(id: &RequestId, result_start: &str) -> String {
     text
 }
 
-/// `{"id":<id>,"result":` with room for a result of `result_len` bytes and the closing brace.
+/// `{"id":<id>,"result":`, with room for exactly `result_len` bytes more (the result and the
+/// reply's closing brace). Exact, so that the text becomes a frame's bytes as it is: with room
+/// to spare, the conversion allocated a second time.
 fn result_opening(id: &RequestId, result_len: usize) -> String {
-    let id = serde_json::to_string(id).expect("ids always serialize");
-    let mut text = String::with_capacity(result_len + id.len() + REPLY_ENVELOPE_BYTES);
-    text.push_str(r#"{"id":"#);
-    text.push_str(&id);
-    text.push_str(r#","result":"#);
-    text
+    match id {
+        // Written in place: a string of its own was one more allocation on every reply.
+        RequestId::Integer(n) => {
+            use std::fmt::Write as _;
+            let mut text = String::with_capacity(OPENING_BYTES + integer_len(*n) + result_len);
+            write!(text, r#"{{"id":{n},"result":"#).expect("a String takes any text");
+            text
+        }
+        RequestId::String(_) => {
+            let escaped = serde_json::to_string(id).expect("ids always serialize");
+            let mut text = String::with_capacity(OPENING_BYTES + escaped.len() + result_len);
+            text.push_str(r#"{"id":"#);
+            text.push_str(&escaped);
+            text.push_str(r#","result":"#);
+            text
+        }
+    }
+}
+
+/// `{"id":` and `,"result":`, around the id.
+const OPENING_BYTES: usize = r#"{"id":,"result":"#.len();
+
+/// Characters of `n` in decimal, its sign included.
+fn integer_len(n: i64) -> usize {
+    let digits = n
+        .unsigned_abs()
+        .checked_ilog10()
+        .map_or(1, |d| d as usize + 1);
+    digits + usize::from(n < 0)
 }
 
 /// The response or error answering request `id` with `reply`.

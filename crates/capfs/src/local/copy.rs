@@ -43,11 +43,11 @@ pub(crate) fn copy(
         if dst.is_root() {
             return Err(error::root_protected(destination));
         }
-        let (parent_rel, name) = handles::split(&src.rel);
+        let (parent_rel, name) = handles::split(src.rel);
         let text = handles::open_parent(src.root, parent_rel)
             .and_then(|parent| parent.read_link_contents(name))
             .map_err(|e| with_path(source, e))?;
-        let (dst_parent_rel, dst_name) = handles::split(&dst.rel);
+        let (dst_parent_rel, dst_name) = handles::split(dst.rel);
         let dst_parent = handles::open_parent(dst.root, dst_parent_rel)
             .map_err(|e| with_path(destination, e))?;
         handles::require_writable_dir(&fs.sandbox, dst.root, &dst_parent, destination)?;
@@ -195,7 +195,7 @@ fn copy_tree(
         }
         root
     } else {
-        let (parent_rel, name) = handles::split(&dst.rel);
+        let (parent_rel, name) = handles::split(dst.rel);
         let parent = handles::open_parent(dst.root, parent_rel).map_err(dst_err)?;
         handles::require_writable_dir(sandbox, dst.root, &parent, destination)?;
         if handles::dir_or_ancestor_is(&parent, src_id).map_err(dst_err)? {

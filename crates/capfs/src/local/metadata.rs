@@ -39,7 +39,7 @@ pub(crate) fn create_directory(
         Ok(parent)
     };
     if !options.recursive {
-        let (parent_rel, name) = handles::split(&resolved.rel);
+        let (parent_rel, name) = handles::split(resolved.rel);
         return writable_parent(parent_rel)?
             .create_dir(name)
             .map_err(|e| with_path(path, e));
@@ -215,7 +215,7 @@ pub(crate) fn read_link(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<PathBu
     if resolved.is_root() {
         return Err(error::root_is_not_a_link(path));
     }
-    let (parent_rel, name) = handles::split(&resolved.rel);
+    let (parent_rel, name) = handles::split(resolved.rel);
     let parent = handles::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
     parent
         .read_link_contents(name)
@@ -228,7 +228,7 @@ pub(crate) fn create_symlink(fs: &Inner, path: &AbsolutePathBuf, target: &Path) 
     if resolved.is_root() {
         return Err(error::exists(path));
     }
-    let (parent_rel, name) = handles::split(&resolved.rel);
+    let (parent_rel, name) = handles::split(resolved.rel);
     let parent = handles::open_parent(resolved.root, parent_rel).map_err(|e| with_path(path, e))?;
     handles::require_writable_dir(&fs.sandbox, resolved.root, &parent, path)?;
     parent

@@ -28,7 +28,7 @@ pub(crate) fn remove(fs: &Inner, path: &AbsolutePathBuf, options: RemoveOptions)
             Err(with_path(path, e))
         }
     };
-    let (parent_rel, name) = handles::split(&resolved.rel);
+    let (parent_rel, name) = handles::split(resolved.rel);
     let parent = match handles::open_parent(resolved.root, parent_rel) {
         Ok(parent) => parent,
         Err(e) => return not_found(e),

@@ -42,8 +42,8 @@ pub(crate) fn rename(
         return Err(error::rename_across_roots(source));
     }
     let root = src.root;
-    let (src_parent_rel, src_name) = handles::split(&src.rel);
-    let (dst_parent_rel, dst_name) = handles::split(&dst.rel);
+    let (src_parent_rel, src_name) = handles::split(src.rel);
+    let (dst_parent_rel, dst_name) = handles::split(dst.rel);
     let src_parent =
         handles::open_parent(root, src_parent_rel).map_err(|e| with_path(source, e))?;
     let dst_parent =

@@ -118,7 +118,7 @@ impl WriteTarget {
             return Err(error::is_a_directory(path));
         }
         let root: &Root = resolved.root;
-        let mut rel = resolved.rel.clone();
+        let mut rel = resolved.rel.to_path_buf();
         for _ in 0..=MAX_SYMLINK_HOPS {
             let (parent_rel, name) = handles::split(&rel);
             let parent = handles::open_parent(root, parent_rel).map_err(|e| with_path(path, e))?;
