@@ -330,6 +330,12 @@ mod tests {
             br#"{"id":1,"method":"m"}"#,
             br#"{"id":1,"id":2,"method":"m","params":{"a":1},"params":{"b":2}}"#,
             br#"{"id":1,"method":"m","params":{"a":1},"method":"other"}"#,
+            br#"{"id":1,"method":"m","params":{"a":1},"method":"m"}"#,
+            br#"{"id":1,"method":"m","params":{"a":1},"method":"n","method":"m"}"#,
+            br#"{"id":1,"method":"m","params":{"a":1},"method":"n","params":{"b":2}}"#,
+            // Member names escaped: compared unescaped, as a `Value` keys them.
+            br#"{"\u0069d":1,"m\u0065thod":"m","p\u0061rams":{"a":1}}"#,
+            br#"{"id":1,"method":"m","par\u0061ms\u0000":{"a":1}}"#,
             br#"{"id":null,"method":"m"}"#,
             br#"{"id":1.5,"method":"m"}"#,
             br#"{"id":[1],"method":"m"}"#,
@@ -393,12 +399,20 @@ mod tests {
             Incoming::Request { params, .. } => matches!(params, RequestParams::Decoded(_)),
             other => panic!("{other:?}"),
         };
-        assert!(decoded(read_path(
-            br#"{"id":1,"method":"m","params":{"path":"/a"}}"#
-        )));
+        for text in [
+            br#"{"id":1,"method":"m","params":{"path":"/a"}}"#.as_slice(),
+            // Named again, and in the end the method the seed was for.
+            br#"{"id":1,"method":"m","params":{"path":"/a"},"method":"m"}"#,
+            br#"{"id":1,"method":"m","params":{"path":"/a"},"method":"n","method":"m"}"#,
+            br#"{"\u0069d":1,"m\u0065thod":"m","p\u0061rams":{"path":"/a"}}"#,
+        ] {
+            let shown = String::from_utf8_lossy(text);
+            assert!(decoded(read_path(text)), "{shown}");
+        }
         for text in [
             br#"{"id":1,"params":{"path":"/a"},"method":"m"}"#.as_slice(),
             br#"{"id":1,"method":"m","params":{"path":"/a"},"method":"n"}"#,
+            br#"{"id":1,"method":"m","params":{"path":"/a"},"method":"m","method":"n"}"#,
             br#"{"id":1,"method":"m","params":{"nopath":1}}"#,
             br#"{"id":1,"method":"n","params":{"path":"/a"}}"#,
         ] {
