@@ -219,3 +219,45 @@ pub(crate) fn reply_message(id: RequestId, reply: Result<Value, ErrorObject>) ->
 pub(crate) fn error_message(id: RequestId, error: ErrorObject) -> Message {
     Message::Error(ErrorResponse { id, error })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reply's text fills its allocation exactly, so that it becomes a frame's bytes without a
+    /// second allocation, and reads as the JSON it stands for.
+    #[test]
+    fn reply_texts_are_sized_exactly() {
+        let ids = [
+            RequestId::Integer(0),
+            RequestId::Integer(7),
+            RequestId::Integer(-1),
+            RequestId::Integer(1_000_000),
+            RequestId::Integer(i64::MAX),
+            RequestId::Integer(i64::MIN),
+            RequestId::String("a\"b\\c\u{1}é".into()),
+        ];
+        for id in ids {
+            let payloads = [
+                Payload::Text(r#"{"size":5}"#.into()),
+                Payload::FileData(b"hello, world".to_vec()),
+                Payload::FileData(Vec::new()),
+                Payload::Block {
+                    data: vec![7; 1000],
+                    eof: true,
+                },
+                Payload::Block {
+                    data: vec![1, 2],
+                    eof: false,
+                },
+            ];
+            for payload in payloads {
+                let text = reply_text(id.clone(), Ok(payload));
+                assert_eq!(text.capacity(), text.len(), "{text}");
+                let value: Value = serde_json::from_str(&text).expect(&text);
+                assert_eq!(value["id"], serde_json::to_value(&id).unwrap(), "{text}");
+                assert!(value["result"].is_object(), "{text}");
+            }
+        }
+    }
+}
