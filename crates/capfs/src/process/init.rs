@@ -151,9 +151,8 @@ pub(crate) fn split(release: &Release, program: &mut dyn FnMut() -> io::Error) -
     // On this stack: the keeper reads it after it let the starter's heap go.
     let release = *release;
     default_signals();
-    // The init's word that it will die with this process, which this process waits for.
-    let armed = AtomicU32::new(0);
-    let (init, init_stack) = match start_init(&armed) {
+    register_keeper_lives();
+    let (init, init_stack) = match start_init() {
         Ok(started) => started,
         Err(e) => return e,
     };
@@ -344,7 +343,10 @@ impl Release {
         };
         // The keeper's stack and thread-local storage are for it to spare (`apply`): the thread
         // that reads the maps here is not always the one that forks.
-        let kept = [std::ptr::addr_of!(RELAY_TO) as usize];
+        let kept = [
+            std::ptr::addr_of!(RELAY_TO) as usize,
+            std::ptr::addr_of!(KEEPER_LIVES) as usize,
+        ];
         let (mut after_file, mut previous_end) = (false, 0);
         for line in maps.lines() {
             let mut fields = line.split_ascii_whitespace();
@@ -412,29 +414,42 @@ impl Release {
     }
 }
 
-/// How long the keeper waits at a time for the init to arm its death signal, before it checks
-/// that the init still lives.
-const ARMING_CHECK: rustix::thread::futex::Timespec = rustix::thread::futex::Timespec {
-    tv_sec: 0,
-    tv_nsec: 10_000_000,
-};
+/// Nonzero while the keeper lives: the kernel sets it to 0 when the keeper ends
+/// (`set_tid_address`), in its memory, which the init shares.
+///
+/// The init needs it because it arms its death signal (`PR_SET_PDEATHSIG`) after it starts,
+/// and the keeper does not wait for that: a keeper killed before would leave the init, and the
+/// program, running. The kernel clears this word (and wakes its futex, a full barrier) before
+/// it reads its children's death signals in the same exit; the init arms its signal, makes a
+/// full barrier, then reads this word. So either the keeper's end sees the armed signal and
+/// kills the init, or the init sees the word cleared and ends itself: a store and a load on
+/// each side, each pair separated by a full barrier, cannot both miss the other's store.
+static KEEPER_LIVES: AtomicU32 = AtomicU32::new(0);
 
-/// Starts the init on a stack of its own, sharing this process's memory and descriptor table,
-/// and returns once the init will die with this process (it sets `armed`): a kill of the
-/// keeper before that would leave the init, and the program, running. The stack is never
-/// unmapped: it lives as long as the keeper's memory, which outlives the init.
+/// Sets [`KEEPER_LIVES`] and has the kernel clear it when this process ends. Made before the
+/// init exists, so that any init reads a word the kernel will clear.
 #[allow(unsafe_code)]
-fn start_init(armed: &AtomicU32) -> io::Result<(Pid, (usize, usize))> {
+fn register_keeper_lives() {
+    KEEPER_LIVES.store(1, Ordering::SeqCst);
+    // SAFETY: the word is a static that lives as long as this process's memory; the call only
+    // records its address (and returns this process's id: it cannot fail).
+    unsafe { libc::syscall(libc::SYS_set_tid_address, KEEPER_LIVES.as_ptr()) };
+}
+
+/// Starts the init on a stack of its own, sharing this process's memory and descriptor table.
+/// It dies with this process from the moment it starts (see [`KEEPER_LIVES`]). The stack is
+/// never unmapped: it lives as long as the keeper's memory, which outlives the init.
+#[allow(unsafe_code)]
+fn start_init() -> io::Result<(Pid, (usize, usize))> {
     let stack = Stack::map(INIT_STACK_BYTES)?;
     // SAFETY: clone runs `init` on the top of its own stack with its own registers and a copy
-    // of this process's signal handlers; `armed` outlives the init's use of it (the caller's
-    // frame lasts as long as the keeper, or until the init is reaped).
+    // of this process's signal handlers; the init reads no argument.
     let pid = unsafe {
         libc::clone(
             init,
             stack.top(),
             libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
-            std::ptr::from_ref(armed).cast_mut().cast(),
+            std::ptr::null_mut(),
         )
     };
     let Some(pid) = Pid::from_raw(pid) else {
@@ -442,14 +457,6 @@ fn start_init(armed: &AtomicU32) -> io::Result<(Pid, (usize, usize))> {
         stack.unmap();
         return Err(error);
     };
-    use rustix::thread::futex;
-    while armed.load(Ordering::Acquire) == 0 {
-        let _ = futex::wait(armed, futex::Flags::PRIVATE, 0, Some(&ARMING_CHECK));
-        let ended = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
-        if armed.load(Ordering::Acquire) == 0 && !matches!(ended, Ok(None)) {
-            return Err(rustix::io::Errno::SRCH.into());
-        }
-    }
     Ok((pid, stack.range()))
 }
 
@@ -504,15 +511,18 @@ fn reap(pid: Pid) -> Option<rustix::process::WaitStatus> {
 /// `errno` included, and leaves that alone: its few C library calls (`prctl`, `sigaction`,
 /// `sigprocmask`) cannot fail here, and its waits are raw system calls.
 #[allow(unsafe_code)]
-extern "C" fn init(armed: *mut libc::c_void) -> libc::c_int {
+extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
     name(c"capfs-init");
-    // The init dies with the keeper, so that a kill of the keeper ends the namespace; the
-    // keeper goes on once it is so.
+    // The init dies with the keeper, so that a kill of the keeper ends the namespace; a keeper
+    // that ended before this was armed has cleared its word, and the init ends itself (its
+    // end ends the namespace, and no process can join it after).
+    #[cfg(test)]
+    tests::arm_late();
     let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
-    // SAFETY: the keeper's word, which it keeps until it has seen this store.
-    let armed = unsafe { &*armed.cast::<AtomicU32>() };
-    armed.store(1, Ordering::Release);
-    let _ = rustix::thread::futex::wake(armed, rustix::thread::futex::Flags::PRIVATE, 1);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if KEEPER_LIVES.load(Ordering::SeqCst) == 0 {
+        return 0;
+    }
     for signal in RELAYED {
         handle(signal, libc::SIG_IGN);
     }
@@ -564,5 +574,171 @@ pub(crate) fn add_path_rule(ruleset: &OwnedFd, dir: &OwnedFd, access: u64) -> io
     match done {
         0 => Ok(()),
         _ => Err(io::Error::last_os_error()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd};
+    use std::os::unix::process::CommandExt;
+    use std::thread::JoinHandle;
+
+    use rustix::process::PidfdFlags;
+    use rustix::thread::UnshareFlags;
+
+    use super::*;
+
+    /// Set in one test keeper's memory (after its fork, so in no other): a descriptor that
+    /// reads once the keeper has ended, which its init waits for before it arms its death
+    /// signal, the order a slow init meets. -1 everywhere else.
+    static ARM_LATE: AtomicI32 = AtomicI32::new(-1);
+
+    /// In the init, before it arms its death signal: waits for the keeper's end when
+    /// [`ARM_LATE`] says so. The keeper's descriptor (a pidfd) reads once the keeper is a
+    /// zombie, which is after its end sent its children's death signals.
+    #[allow(unsafe_code)]
+    pub(super) fn arm_late() {
+        let fd = ARM_LATE.load(Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: the keeper opened it for this wait, in the table the init shares.
+            let keeper = unsafe { BorrowedFd::borrow_raw(fd) };
+            let mut ended = [rustix::event::PollFd::new(
+                &keeper,
+                rustix::event::PollFlags::IN,
+            )];
+            let _ = rustix::event::poll(&mut ended, None);
+        }
+    }
+
+    /// How a test keeper ends.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum End {
+        /// Right after it made its init, which may or may not have armed its death signal.
+        Early,
+        /// Right after it made its init, which arms its death signal only after.
+        BeforeArming,
+        /// Killed from outside once its init runs.
+        Killed,
+    }
+
+    /// A keeper in a PID namespace of its own, as a start makes one, with its init. The keeper
+    /// writes its id on the pipe whose reader this returns, makes its init, then ends as `end`
+    /// says (when killed, it writes one byte more and waits). The init shares the keeper's
+    /// descriptor table: the pipe reads its end only once the keeper and the init are both
+    /// gone. The spawn runs on a thread of its own, since it returns only once the keeper ends.
+    #[allow(unsafe_code)]
+    fn keeper_and_init(
+        end: End,
+    ) -> (
+        std::io::PipeReader,
+        Pid,
+        JoinHandle<io::Result<std::process::Child>>,
+    ) {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let fd = writer.as_raw_fd();
+        let mut command = std::process::Command::new("/bin/true");
+        // SAFETY: the child makes system calls only (unshare, write, mmap, clone, pause) on
+        // values made before the fork, and allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                let pipe = BorrowedFd::borrow_raw(fd);
+                rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWPID)?;
+                let id = rustix::process::getpid().as_raw_nonzero().get();
+                rustix::io::write(pipe, &id.to_ne_bytes())?;
+                if end == End::BeforeArming {
+                    let pid = rustix::process::getpid();
+                    let keeper = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
+                    ARM_LATE.store(keeper.into_raw_fd(), Ordering::Relaxed);
+                }
+                register_keeper_lives();
+                start_init()?;
+                if end == End::Killed {
+                    rustix::io::write(pipe, &[1])?;
+                    loop {
+                        libc::pause();
+                    }
+                }
+                Err(io::Error::from_raw_os_error(libc::ECANCELED))
+            });
+        }
+        let spawning = std::thread::spawn(move || command.spawn());
+        let mut id = [0u8; 4];
+        reader.read_exact(&mut id).unwrap();
+        if end == End::Killed {
+            reader.read_exact(&mut [0]).unwrap();
+        }
+        drop(writer);
+        let keeper = Pid::from_raw(i32::from_ne_bytes(id)).unwrap();
+        (reader, keeper, spawning)
+    }
+
+    /// Kills every other process that holds the pipe `reader` reads (an init left behind).
+    fn kill_holders(reader: &std::io::PipeReader) {
+        let pipe = format!("pipe:[{}]", rustix::fs::fstat(reader).unwrap().st_ino);
+        for process in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = process.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            if pid == std::process::id() as i32 {
+                continue;
+            }
+            let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
+                continue;
+            };
+            if fds
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == &*pipe))
+            {
+                let _ = rustix::process::kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL);
+            }
+        }
+    }
+
+    /// A keeper's end ends its init, however early it comes: a keeper that ends right after it
+    /// made its init, one that ends before its init armed its death signal (the init sees the
+    /// cleared word and ends itself), and one killed from outside once its init runs (the
+    /// death signal ends the init).
+    #[test]
+    fn an_init_ends_with_its_keeper_however_early_the_keeper_ends() {
+        for round in 0..20 {
+            for end in [End::Early, End::BeforeArming, End::Killed] {
+                let killed = end == End::Killed;
+                let (mut reader, keeper, spawning) = keeper_and_init(end);
+                if killed {
+                    rustix::process::kill_process(keeper, Signal::KILL).unwrap();
+                }
+                let ended = rustix::event::poll(
+                    &mut [rustix::event::PollFd::new(
+                        &reader,
+                        rustix::event::PollFlags::IN,
+                    )],
+                    Some(&rustix::event::Timespec {
+                        tv_sec: 20,
+                        tv_nsec: 0,
+                    }),
+                )
+                .unwrap();
+                let mut rest = Vec::new();
+                if ended == 1 {
+                    reader.read_to_end(&mut rest).unwrap();
+                } else {
+                    kill_holders(&reader);
+                }
+                assert!(
+                    ended == 1 && rest.is_empty(),
+                    "round {round}, {end:?}: the init outlived its keeper"
+                );
+                // The spawn returns once the keeper's error pipe is closed, which the init
+                // holds too (so only now, whatever the outcome).
+                match spawning.join().unwrap() {
+                    Ok(mut child) => {
+                        assert!(killed, "round {round}: the keeper ran its program");
+                        child.wait().unwrap();
+                    }
+                    Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ECANCELED), "round {round}"),
+                }
+            }
+        }
     }
 }
