@@ -618,7 +618,7 @@ mod tests {
         Early,
         /// Right after it made its init, which arms its death signal only after.
         BeforeArming,
-        /// Killed from outside once its init runs.
+        /// Killed from outside once it has made its init.
         Killed,
     }
 
@@ -638,16 +638,16 @@ mod tests {
         let (mut reader, writer) = std::io::pipe().unwrap();
         let fd = writer.as_raw_fd();
         let mut command = std::process::Command::new("/bin/true");
-        // SAFETY: the child makes system calls only (unshare, write, mmap, clone, pause) on
-        // values made before the fork, and allocates nothing.
+        // SAFETY: the child makes system calls only (unshare, getpid, write, pidfd_open,
+        // set_tid_address, mmap, clone, pause) on values made before the fork, and allocates
+        // nothing.
         unsafe {
             command.pre_exec(move || {
                 let pipe = BorrowedFd::borrow_raw(fd);
                 rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWPID)?;
-                let id = rustix::process::getpid().as_raw_nonzero().get();
-                rustix::io::write(pipe, &id.to_ne_bytes())?;
+                let pid = rustix::process::getpid();
+                rustix::io::write(pipe, &pid.as_raw_nonzero().get().to_ne_bytes())?;
                 if end == End::BeforeArming {
-                    let pid = rustix::process::getpid();
                     let keeper = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
                     ARM_LATE.store(keeper.into_raw_fd(), Ordering::Relaxed);
                 }
@@ -697,8 +697,8 @@ mod tests {
 
     /// A keeper's end ends its init, however early it comes: a keeper that ends right after it
     /// made its init, one that ends before its init armed its death signal (the init sees the
-    /// cleared word and ends itself), and one killed from outside once its init runs (the
-    /// death signal ends the init).
+    /// cleared word and ends itself), and one killed from outside once it has made its init
+    /// (mostly after the init armed: the death signal ends it).
     #[test]
     fn an_init_ends_with_its_keeper_however_early_the_keeper_ends() {
         for round in 0..20 {
