@@ -423,7 +423,9 @@ impl Release {
 /// it reads its children's death signals in the same exit; the init arms its signal, makes a
 /// full barrier, then reads this word. So either the keeper's end sees the armed signal and
 /// kills the init, or the init sees the word cleared and ends itself: a store and a load on
-/// each side, each pair separated by a full barrier, cannot both miss the other's store.
+/// each side, each pair separated by a full barrier, cannot both miss the other's store. (The
+/// kernel clears the word only while another process shares this memory, as the init does
+/// from its start to its end: a keeper with no init left has no one to tell.)
 static KEEPER_LIVES: AtomicU32 = AtomicU32::new(0);
 
 /// Sets [`KEEPER_LIVES`] and has the kernel clear it when this process ends. Made before the
