@@ -4,9 +4,10 @@
 //! time limit.
 
 use std::io::ErrorKind;
+use std::path::Path;
 use std::time::Duration;
 
-use capfs::process::{ExecutorProcesses, Network, ProcessEvent};
+use capfs::process::{ExecutorProcesses, LocalProcesses, Network, ProcessEvent};
 
 use super::{CLOSE_DEADLINE, Workspace, eventually, finish, policy, run, shell};
 
@@ -216,6 +217,72 @@ async fn terminate_ends_a_setsid_daemon_and_leaves_no_zombie() {
     assert!(eventually(Duration::from_secs(10), || sleepers(&mark).is_empty()).await);
 }
 
+/// A keeper killed from outside ends its whole tree, whenever the kill comes: right after the
+/// start returned (the shell may not have made its daemon yet), or once the program runs and
+/// has left a daemon. Its init dies with it (by its death signal, and by the server's kill of
+/// the keeper's process group, which the init is in; the unit test `process::init` holds the
+/// death signal alone), and with the init everything in the namespace; the process closes
+/// with the kill's signal, and the helpers' memory, let go of only once none of them runs on
+/// it, serves the next start. As root, the process's cgroup ends the tree too; the
+/// unprivileged run below has none.
+async fn kill_keepers(processes: &LocalProcesses, root: &Path) {
+    let mark = format!("3598.{}", std::process::id());
+    let command =
+        format!("setsid sleep {mark} </dev/null >/dev/null 2>&1 & echo READY; sleep {mark}");
+    for round in 0..10 {
+        let mut started = processes.start(shell("sh", &command, root)).await.unwrap();
+        if round % 2 == 1 {
+            let mut output = Vec::new();
+            while !output.ends_with(b"READY\n") {
+                match tokio::time::timeout(CLOSE_DEADLINE, started.events.recv()).await {
+                    Ok(Some(ProcessEvent::Output { bytes, .. })) => output.extend(bytes),
+                    other => panic!("round {round}: {other:?} before READY"),
+                }
+            }
+        }
+        let keeper = rustix::process::Pid::from_raw(started.pid as i32).unwrap();
+        rustix::process::kill_process(keeper, rustix::process::Signal::KILL).unwrap();
+        let done = finish(started, |_| false).await.unwrap();
+        assert_eq!(done.exit.signal, Some(9), "round {round}: {:?}", done.exit);
+        assert!(
+            eventually(Duration::from_secs(10), || sleepers(&mark).is_empty()).await,
+            "round {round}: part of the tree outlived its keeper: {:?}",
+            sleepers(&mark)
+        );
+    }
+    let done = run(processes, shell("sh", "echo after", root))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "after\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keeper_killed_from_outside_ends_its_tree_and_the_next_start_works() {
+    let ws = Workspace::new();
+    kill_keepers(&ws.processes(policy(Network::None)), &ws.root).await;
+}
+
+const KILLED_INNER: &str = "CAPFS_PROCESS_TEST_UNPRIVILEGED_KILLED_KEEPER";
+
+#[test]
+fn a_keeper_killed_from_outside_ends_its_tree_without_a_cgroup_too() {
+    super::rerun_unprivileged("processes::bounds::killed_keeper_inner", KILLED_INNER);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_keeper_inner() {
+    if std::env::var_os(KILLED_INNER).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sandbox = capfs::Sandbox::new()
+        .with_root(&root, capfs::Access::ReadWrite)
+        .unwrap();
+    let processes = LocalProcesses::new(sandbox, policy(Network::None)).unwrap();
+    kill_keepers(&processes, &root).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphans_that_end_while_the_program_runs_are_reaped_by_its_init() {
     let ws = Workspace::new();
@@ -276,56 +343,58 @@ async fn dropping_every_handle_ends_the_tree_and_signals_reach_the_group() {
     );
 }
 
-/// The anonymous memory a process maps, in KiB (its share of copy-on-write pages included).
-fn anonymous_kib(pid: u32) -> Option<u64> {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    let line = rollup.lines().find(|l| l.starts_with("Anonymous:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+/// Whether `address` lies in a mapping of the process `pid`.
+fn maps_address(pid: u32, address: usize) -> bool {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines().any(|line| {
+        let range = line.split_whitespace().next().unwrap_or_default();
+        range.split_once('-').is_some_and(|(start, end)| {
+            let parse = |hex| usize::from_str_radix(hex, 16).unwrap_or(0);
+            (parse(start)..parse(end)).contains(&address)
+        })
+    })
 }
 
-/// A keeper lives as long as its program; were it to keep its copy of the starter's heap, the
-/// starter would copy every page of it it writes again. Once the program runs, the keeper
-/// holds none of a 64 MiB buffer the starter filled before the start, and the program and its
-/// relayed signal still behave. The starter reads its memory's map at most once a second, so
-/// a start made within that second of the buffer's allocation may not know of it yet: starts
-/// go on, a bounded few, until one comes after.
+/// A keeper lives as long as its program; were it a copy of the starter, each page the
+/// starter writes again would be copied for it first, and the copy unmapped when it ended.
+/// A keeper shares its starter's memory instead: a buffer the starter maps after the start is
+/// in the keeper's map too (a copy would not have it). The program and its relayed signal
+/// still behave, and the starter's memory holds what it wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_keeper_lets_go_of_its_starters_heap_once_the_program_runs() {
+async fn a_keeper_shares_its_starters_memory_instead_of_copying_it() {
     const HEAP_BYTES: usize = 64 << 20;
     let ws = Workspace::new();
     let processes = ws.processes(policy(Network::None));
+    let mut started = processes
+        .start(shell("sh", "echo started; sleep 3600", &ws.root))
+        .await
+        .unwrap();
+    let keeper = started.pid;
+    // The program runs: its signal below is relayed, not taken by a shell not yet started.
+    let first = tokio::time::timeout(CLOSE_DEADLINE, started.events.recv()).await;
+    assert!(
+        matches!(&first, Ok(Some(ProcessEvent::Output { bytes, .. })) if bytes == b"started\n"),
+        "{first:?}"
+    );
+    // Large enough for the allocator to map it on its own, after the keeper was made.
     let heap = vec![7u8; HEAP_BYTES];
-    let mut held = Vec::new();
-    for _ in 0..5 {
-        let mut started = processes
-            .start(shell("sh", "echo started; sleep 3600", &ws.root))
-            .await
-            .unwrap();
-        let keeper = started.pid;
-        // The program runs: its signal below is relayed, not taken by a shell not yet started.
-        let first = tokio::time::timeout(CLOSE_DEADLINE, started.events.recv()).await;
-        assert!(
-            matches!(&first, Ok(Some(ProcessEvent::Output { bytes, .. })) if bytes == b"started\n"),
-            "{first:?}"
-        );
-        let let_go = eventually(Duration::from_secs(3), || {
-            anonymous_kib(keeper).is_some_and(|kib| kib < (HEAP_BYTES as u64 >> 10) / 4)
-        })
-        .await;
-        held.push(anonymous_kib(keeper));
-        started.control.signal(15).await.unwrap();
-        let done = finish(started, |_| false).await.unwrap();
-        assert_eq!(
-            (done.text().as_str(), done.exit.signal, done.exit.killed),
-            ("", Some(15), false)
-        );
-        if let_go {
-            assert_eq!(
-                heap.iter().map(|b| usize::from(*b)).sum::<usize>(),
-                7 * HEAP_BYTES
-            );
-            return;
-        }
-    }
-    panic!("each keeper held its starter's heap: {held:?} KiB of anonymous memory");
+    let address = heap.as_ptr() as usize;
+    assert!(
+        maps_address(std::process::id(), address),
+        "the buffer is not in this process's own map"
+    );
+    assert!(
+        maps_address(keeper, address),
+        "the keeper does not share its starter's memory"
+    );
+    started.control.signal(15).await.unwrap();
+    let done = finish(started, |_| false).await.unwrap();
+    assert_eq!(
+        (done.text().as_str(), done.exit.signal, done.exit.killed),
+        ("", Some(15), false)
+    );
+    assert_eq!(
+        heap.iter().map(|b| usize::from(*b)).sum::<usize>(),
+        7 * HEAP_BYTES
+    );
 }

@@ -4,7 +4,7 @@
 //! lock another thread of the parent might have held at the fork.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 use rustix::process::{Gid, Resource, Rlimit, Uid};
@@ -13,6 +13,7 @@ use rustix::thread::UnshareFlags;
 use super::exec::Exec;
 use super::id_maps::IdMaps;
 use super::init;
+use super::keeper::Keeper;
 use super::listen::ProxyChannel;
 use super::mounts::Mounts;
 use super::policy::{Network, RunAs};
@@ -319,55 +320,69 @@ pub(crate) fn namespaces(network: Network, as_root: bool, joins: bool) -> Option
     (!flags.is_empty()).then_some(flags)
 }
 
-/// Makes the command run `setup` in the child before it runs the program.
+/// Makes the command run `setup` in the child before it runs the program: for a process
+/// without a PID namespace of its own, whose program the standard library's `execve` runs.
 #[allow(unsafe_code)]
 pub(crate) fn install(command: &mut tokio::process::Command, mut setup: ChildSetup) {
-    // What the keeper lets go of, read here: the child may not allocate.
-    let release = match setup.pid_namespace() {
-        true => init::Release::gather(),
-        false => init::Release::NONE,
-    };
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed: it allocates nothing and takes no lock. What it uses
-    // the parent made beforehand (descriptors, buffers, the ruleset, the filter, the slots of
-    // the mount copies, the `execve`'s arrays), and its errors are errno values. It makes
-    // system calls only, through rustix, libc and the landlock and seccompiler crates:
-    // - session and directory: setsid, ioctl TIOCSCTTY, fchdir, a write to `cgroup.procs`;
-    // - namespaces: setns into the session's (descriptors the parent holds); unshare of
-    //   NEWNET, NEWNS, NEWPID and NEWUSER only, never FILES (the child has one thread, so no
-    //   other thread can observe a changed descriptor table); open and write of the id maps
-    //   from buffers the parent filled;
-    // - network: socket, send and recv of the netlink requests on the stack; socket, bind and
-    //   listen of the proxy's listeners (and transparent TCP's, on ports the parent listed, in
-    //   an array on the stack), and a sendmsg of them from a control buffer on the stack;
-    // - limits and identity: setrlimit, setgroups, setresgid, setresuid, prctl;
-    // - mounts: mount (propagation, a new procfs), openat2 and fstat on paths the parent
-    //   prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on
-    //   the stack, move_mount;
-    // - confinement: landlock_add_rule and landlock_restrict_self on the parent's ruleset
-    //   (landlock 0.4.8's `restrict_self` makes the prctl and the call and returns a status on
-    //   the stack; a `RulesetCreated` holds no heap data), seccomp with the parent's filter
-    //   (seccompiler 0.5's `apply_filter` makes the prctl and the call on a `sock_fprog` on
-    //   the stack), close_range;
-    // - in `init.rs`: mmap, mprotect and munmap of the helpers' stacks; clone of the init
-    //   (sharing this memory and descriptor table) and of the program (sharing this memory),
-    //   both on stacks of their own; futex wait and wake on a word of the keeper's stack;
-    //   sigaction, sigprocmask, rt_sigtimedwait, madvise of the ranges the parent listed,
-    //   wait4, kill, _exit; and the program's execve (`exec.rs`) of arrays the parent built.
+    // async-signal-safe work is allowed: the steps listed above `impl Steps for ChildSetup`
+    // below, which allocate nothing and take no lock.
     unsafe {
         command.pre_exec(move || {
-            setup.enter()?;
-            setup.join()?;
-            if let Some(flags) = setup.namespaces {
-                rustix::thread::unshare_unsafe(flags)?;
-                setup.share()?;
-            }
-            if setup.pid_namespace() {
-                // Returns only if the program could not run.
-                return Err(init::split(&release, &mut || setup.program()));
-            }
+            init::Steps::before(&mut setup)?;
             setup.finish()
         });
+    }
+}
+
+/// Starts a confined process (`setup.namespaces` holds `NEWPID`) whose program has `stdio` as
+/// its standard input, output and error: its keeper takes the steps before the namespaces'
+/// first process, then makes the init and the program (`init.rs`).
+pub(crate) fn start(mut setup: ChildSetup, stdio: [BorrowedFd<'_>; 3]) -> io::Result<Keeper> {
+    Keeper::start(stdio, &mut setup)
+}
+
+// What runs in the keeper and the program, which share the starter's memory while the thread
+// that started them waits (`init.rs`): system calls only, through rustix, libc and the
+// landlock and seccompiler crates, on values the starter made beforehand (descriptors,
+// buffers, the ruleset, the filter, the slots of the mount copies, the `execve`'s arrays);
+// nothing allocates or takes a lock, and errors are errno values:
+// - session and directory: setsid, ioctl TIOCSCTTY, fchdir, a write to `cgroup.procs`;
+// - namespaces: setns into the session's (descriptors the starter holds); unshare of NEWNET,
+//   NEWNS, NEWPID and NEWUSER only, never FILES; open and write of the id maps from buffers
+//   the starter filled;
+// - network: socket, send and recv of the netlink requests on the stack; socket, bind and
+//   listen of the proxy's listeners (and transparent TCP's, on ports the starter listed, in an
+//   array on the stack), and a sendmsg of them from a control buffer on the stack;
+// - limits and identity: setrlimit, setgroups, setresgid, setresuid, prctl;
+// - mounts: mount (propagation, a new procfs), openat2 and fstat on paths the starter
+//   prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on the
+//   stack, move_mount;
+// - confinement: landlock_add_rule and landlock_restrict_self on the starter's ruleset,
+//   seccomp with the starter's filter (seccompiler 0.5's `apply_filter` makes the prctl and
+//   the call on a `sock_fprog` on the stack), close_range;
+// - in `init.rs`: fcntl and dup2 of the standard descriptors, sigaction, sigprocmask,
+//   signalfd, set_tid_address, clone of the init and of the program on their stacks, prctl,
+//   read, wait4, kill, close_range, _exit; and the program's execve (`exec.rs`) of arrays the
+//   starter built.
+impl init::Steps for ChildSetup {
+    fn before(&mut self) -> io::Result<()> {
+        self.enter()?;
+        self.join()?;
+        if let Some(flags) = self.namespaces {
+            // SAFETY: `namespaces` never holds FILES (nor anything but NEWNET, NEWNS, NEWPID
+            // and NEWUSER), and this process has one thread.
+            #[allow(unsafe_code)]
+            unsafe {
+                rustix::thread::unshare_unsafe(flags)?;
+            }
+            self.share()?;
+        }
+        Ok(())
+    }
+
+    fn program(&mut self) -> io::Error {
+        ChildSetup::program(self)
     }
 }
 

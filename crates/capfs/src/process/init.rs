@@ -1,44 +1,55 @@
-//! A confined process runs under two small processes of capfs's own, made between the
-//! starter's `fork` and the program's `exec`, so that it can have a PID namespace of its own:
+//! A confined process runs under two small processes of capfs's own, made before the
+//! program's `execve`, so that it can have a PID namespace of its own:
 //!
-//! - the **keeper**, the child the starter spawned, stays in the starter's PID namespace: it is
-//!   the process the starter waits for and signals. It relays the signals it gets to the
-//!   program's process group, waits for the program, then ends the init (and with it the
-//!   namespace) and ends as the program ended (the same exit code, or the same signal).
-//! - the **init**, the first process of the new namespace, reaps the orphans the program
-//!   leaves. When it ends, the kernel kills everything left in the namespace: nothing the
-//!   program started outlives it, daemons included. It dies with the keeper
-//!   (`PR_SET_PDEATHSIG`) and ignores the signals the keeper relays. A process inside the
-//!   namespace cannot end it (an init gets no signal it has no handler for); a `SIGCHLD`,
-//!   which it waits for, only makes it reap.
+//! - the **keeper**, the child the starter makes ([`Keeper`](super::keeper::Keeper)), stays in
+//!   the starter's PID namespace: it is the process the starter waits for and signals. It
+//!   runs the steps before the namespaces' first process (its namespaces, their maps, its
+//!   limits), relays the signals it gets to the program's process group, waits for the
+//!   program, then ends the init (and with it the namespace) and ends as the program ended
+//!   (the same exit code, or the same signal).
+//! - the **init**, the first process of the new namespace, ignores `SIGCHLD`, so that the
+//!   kernel reaps each orphan the program leaves as it ends. When it ends, the kernel kills
+//!   everything left in the namespace: nothing the program started outlives it, daemons
+//!   included. It dies with the keeper (`PR_SET_PDEATHSIG`) and ignores the signals the keeper
+//!   relays. A process inside the namespace cannot end it (an init gets no signal it has no
+//!   handler for).
 //! - the **program**, the keeper's second child and the namespace's second process, goes on
 //!   to be confined and run. It is never the init, for the same reason.
 //!
-//! Neither the init nor the program copies the keeper's memory (itself a copy of the
-//! starter's): copying its page tables, and unmapping them again, was the largest part of a
-//! start after the namespaces. Each is made by `clone(CLONE_VM)` on a stack of its own:
+//! None of the three copies the starter's memory: copying its page tables, the copy-on-write
+//! faults that followed on both sides and the copy's unmapping when the keeper ended were the
+//! largest part of a confined start. Each is made by `clone(CLONE_VM)` and runs on a stack of
+//! its own, in one mapping the starter makes for the start ([`Memory`]):
 //!
-//! - the init runs a few system calls for its whole life. It and the keeper never touch the
-//!   same memory after it starts: each waits and reaps by raw system calls that leave the C
-//!   library's `errno`, which they share, untouched.
+//! - the keeper shares the starter's memory and the thread-local storage of the thread that
+//!   made it (the C library's `errno` among it); it has copies of the starter's descriptor
+//!   table, signal handlers and working directory. That thread waits until the program has run its
+//!   `execve` (so that the keeper may use the C library, and the starter's values it was
+//!   given, until then); from then on the keeper makes raw system calls only, which leave
+//!   `errno` alone, and reads nothing of the starter's. Its first step sets every signal to
+//!   its default action: no handler of the starter runs in it.
+//! - the init runs a few system calls for its whole life: raw ones, and C library calls that
+//!   cannot fail (a C library call writes `errno` only when it fails).
 //! - the program is also `CLONE_VFORK`: the keeper is stopped until the program has replaced
 //!   itself by `execve` (`exec.rs`) or ended, so the two never run at once on the same memory.
-//!   Of the keeper's memory, the program writes only what the keeper never uses again (the
-//!   setup it consumes, the slots of its mount copies, the shell's arguments of `exec.rs`) and
-//!   the error that stopped it, which the keeper then returns.
+//!   Of that memory, the program writes only what the keeper never uses again (the setup it
+//!   consumes, the slots of its mount copies, the shell's arguments of `exec.rs`) and the error
+//!   that stopped it, which the keeper then returns.
 //!
 //! The init also shares the keeper's descriptor table (`CLONE_FILES`): it needs no descriptor
-//! of its own, and the keeper closes every one once the program runs (the program's output
-//! included, so that it ends when the program's does). Neither helper returns to the caller;
-//! everything here is a system call on memory prepared beforehand.
+//! of its own, and the keeper closes every one but its signal descriptor once the program
+//! runs (the program's output included, so that it ends when the program's does). Nothing
+//! here allocates or takes a lock: the starter's other threads run meanwhile, on the same
+//! memory. The starter unmaps the mapping only once none of the three can run on it (see
+//! [`Memory`]).
 
+use std::ffi::c_void;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal};
+use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
 /// The rights of the `/proc` a process gets: read files and list directories.
 pub(crate) const PROC_ACCESS: u64 = (landlock_abi::READ_FILE | landlock_abi::READ_DIR) as u64;
@@ -68,29 +79,306 @@ const RELAYED: [i32; 12] = [
     libc::SIGWINCH,
 ];
 
-/// The program the keeper relays its signals to: its process group first, else the process.
-static RELAY_TO: AtomicI32 = AtomicI32::new(0);
+/// The keeper's stack: the steps before the program (namespaces, id maps, netlink requests)
+/// run on it.
+const KEEPER_STACK_BYTES: usize = 1 << 20;
 
-/// The init's stack; the init runs a loop of system calls.
+/// The init's stack; the init runs a few system calls.
 const INIT_STACK_BYTES: usize = 128 << 10;
 
-extern "C" fn relay(signal: libc::c_int) {
-    let Some(target) = Pid::from_raw(RELAY_TO.load(Ordering::Relaxed)) else {
-        return;
+/// The program's stack, until its `execve`; the confinement steps run on it.
+const PROGRAM_STACK_BYTES: usize = 1 << 20;
+
+/// The words a start's helpers and its starter share, at the start of its [`Memory`].
+#[repr(C)]
+pub(crate) struct Words {
+    /// Nonzero while the keeper lives: the kernel sets it to 0 when the keeper ends
+    /// (`set_tid_address`).
+    ///
+    /// The init needs it because it arms its death signal (`PR_SET_PDEATHSIG`) after it
+    /// starts, and the keeper does not wait for that: a keeper killed before would leave the
+    /// init, and the program, running. The kernel clears this word (and wakes its futex, a
+    /// full barrier) before it reads its children's death signals in the same exit; the init
+    /// arms its signal, makes a full barrier, then reads this word. So either the keeper's end
+    /// sees the armed signal and kills the init, or the init sees the word cleared and ends
+    /// itself: a store and a load on each side, each pair separated by a full barrier, cannot
+    /// both miss the other's store. (The kernel clears the word only while another process
+    /// shares the keeper's memory, as the starter always does.)
+    keeper_lives: AtomicU32,
+    /// The init's id while it may run on this memory: the kernel writes it before the init
+    /// first runs (`CLONE_PARENT_SETTID`) and clears it, waking its futex, once the init has
+    /// let go of the memory in its end (`CLONE_CHILD_CLEARTID`).
+    init: AtomicU32,
+    /// The same for the program, which lets go of the memory at its `execve` or its end.
+    program: AtomicU32,
+}
+
+/// The memory of one confined start's helpers: a private mapping the starter makes, holding
+/// their shared [`Words`], then a stack each for the keeper, the init and the program, each
+/// above an inaccessible guard page. Only what a helper writes is backed by memory: a stack's
+/// untouched pages cost nothing, and a kept mapping's touched ones are not faulted in again.
+///
+/// The value is dropped only once the keeper can no longer run (reaped, or never made); the
+/// drop then waits until the init and the program have let go of the memory (their words are
+/// cleared by the kernel, so an init that outlives a killed keeper for a moment is waited
+/// for: its death signal or its own check ends it), then keeps the mapping for a later start
+/// or unmaps it.
+#[derive(Debug)]
+pub(crate) struct Memory {
+    base: *mut c_void,
+    page: usize,
+}
+
+// SAFETY: the mapping belongs to this value alone; nothing in it is tied to a thread, and the
+// words in it are atomics.
+#[allow(unsafe_code)]
+unsafe impl Send for Memory {}
+
+impl Memory {
+    fn bytes(page: usize) -> usize {
+        page * 4 + KEEPER_STACK_BYTES + INIT_STACK_BYTES + PROGRAM_STACK_BYTES
+    }
+
+    /// One for a start: a kept one, else a new mapping.
+    pub(crate) fn take() -> io::Result<Self> {
+        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        match spare {
+            Some((base, page)) => Ok(Self {
+                base: base as *mut c_void,
+                page,
+            }),
+            None => Self::map(),
+        }
+    }
+
+    /// Maps a new one.
+    #[allow(unsafe_code)]
+    fn map() -> io::Result<Self> {
+        // SAFETY: sysconf reads a constant; mmap makes a new private mapping this value owns;
+        // mprotect takes every access from the three guard pages in it.
+        unsafe {
+            let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                Self::bytes(page),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let memory = Self { base, page };
+            for guard in [
+                page,
+                page * 2 + KEEPER_STACK_BYTES,
+                page * 3 + KEEPER_STACK_BYTES + INIT_STACK_BYTES,
+            ] {
+                if libc::mprotect(memory.at(guard), page, libc::PROT_NONE) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(memory)
+        }
+    }
+
+    /// The address `offset` bytes into the mapping.
+    #[allow(unsafe_code)]
+    fn at(&self, offset: usize) -> *mut c_void {
+        // SAFETY: every offset asked for is at most the mapping's size.
+        unsafe { self.base.cast::<u8>().add(offset).cast() }
+    }
+
+    /// The top of the keeper's stack, where it starts growing down from.
+    pub(crate) fn keeper_top(&self) -> *mut c_void {
+        self.at(self.page * 2 + KEEPER_STACK_BYTES)
+    }
+
+    fn init_top(&self) -> *mut c_void {
+        self.at(self.page * 3 + KEEPER_STACK_BYTES + INIT_STACK_BYTES)
+    }
+
+    fn program_top(&self) -> *mut c_void {
+        self.at(Self::bytes(self.page))
+    }
+
+    pub(crate) fn words(&self) -> &Words {
+        // SAFETY: the mapping's first page, aligned to a page, written only through these
+        // atomics (zero when it is mapped, and cleared again before it is kept).
+        #[allow(unsafe_code)]
+        unsafe {
+            &*self.base.cast::<Words>()
+        }
+    }
+}
+
+impl Drop for Memory {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        let words = self.words();
+        for word in [&words.init, &words.program] {
+            loop {
+                let id = word.load(Ordering::SeqCst);
+                if id == 0 {
+                    break;
+                }
+                // Not a private futex: the kernel's wake at a process's end is a shared one.
+                let _ = rustix::thread::futex::wait(
+                    word,
+                    rustix::thread::futex::Flags::empty(),
+                    id,
+                    None,
+                );
+            }
+        }
+        // The keeper's word too, which its end cleared unless it never set it.
+        words.keeper_lives.store(0, Ordering::SeqCst);
+        let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
+        if spare.len() < SPARE_MEMORIES {
+            spare.push((self.base as usize, self.page));
+            return;
+        }
+        drop(spare);
+        // SAFETY: no process runs on the mapping any more (see above), and no reference into
+        // it outlives this value.
+        unsafe { libc::munmap(self.base, Self::bytes(self.page)) };
+    }
+}
+
+/// How many memories of ended starts are kept for the next: their stacks' pages are already
+/// this process's, so a start neither maps nor faults them in again.
+const SPARE_MEMORIES: usize = 8;
+
+/// The memories kept (their addresses and page sizes), each with its words cleared and no
+/// process on it.
+static SPARE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// What a keeper runs, on values the starter made.
+pub(crate) trait Steps {
+    /// The steps before the init and the program: the namespaces, their maps, the limits.
+    fn before(&mut self) -> io::Result<()>;
+    /// The program's own steps and its `execve`; returns only the error that stopped them.
+    fn program(&mut self) -> io::Error;
+}
+
+/// The keeper's `outcome` once the program runs.
+pub(crate) const STARTED: i32 = -1;
+
+/// What the starter hands the keeper. The starting thread waits until the keeper writes
+/// `started` or ends, so the keeper may use all of it until then, and none of it after.
+pub(crate) struct KeeperStart<'a> {
+    pub(crate) memory: &'a Memory,
+    /// The program's standard input, output and error.
+    pub(crate) stdio: [RawFd; 3],
+    pub(crate) steps: &'a mut dyn Steps,
+    /// An event descriptor the keeper writes once the program runs.
+    pub(crate) started: RawFd,
+    /// 0 while the keeper runs its steps, then [`STARTED`], or the errno that stopped them.
+    pub(crate) outcome: AtomicI32,
+}
+
+/// Makes the keeper, sharing this memory, on its stack in `start.memory`, and returns its id
+/// and a descriptor of it.
+///
+/// # Safety
+///
+/// Every signal must be blocked in the calling thread: the keeper starts with the same mask
+/// and the starter's handlers, which must not run in it. The calling thread must then wait,
+/// neither running nor using `start`, until the keeper has written `start.started` or ended:
+/// the keeper runs on `start` and shares the thread's thread-local storage until then.
+#[allow(unsafe_code)]
+pub(crate) unsafe fn start_keeper(start: &mut KeeperStart<'_>) -> io::Result<(Pid, OwnedFd)> {
+    let mut pidfd: libc::c_int = -1;
+    // SAFETY: the keeper runs `keeper_main` on the top of its own stack, with `start`, which
+    // the caller keeps until the keeper is done with it (the caller's promise); the kernel
+    // writes the keeper's descriptor into `pidfd` (`CLONE_PIDFD` with the C library's
+    // `clone`).
+    let pid = unsafe {
+        libc::clone(
+            keeper_main,
+            start.memory.keeper_top(),
+            libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+            std::ptr::from_mut(start).cast(),
+            &raw mut pidfd,
+        )
     };
+    let pid = Pid::from_raw(pid).ok_or_else(io::Error::last_os_error)?;
+    // SAFETY: the descriptor the kernel made for this call, owned by no one else.
+    let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) };
+    Ok((pid, pidfd))
+}
+
+/// The keeper: places the program's standard descriptors, runs the steps before the init and
+/// the program, makes them, and becomes the keeper proper ([`keep`]); if any step failed,
+/// leaves its errno for the starter and ends.
+#[allow(unsafe_code)]
+extern "C" fn keeper_main(start: *mut c_void) -> libc::c_int {
+    default_signals();
+    // SAFETY: the starter passes its `KeeperStart`, and keeps it until this process writes
+    // `started` or ends.
+    let KeeperStart {
+        memory,
+        stdio,
+        steps,
+        started,
+        outcome,
+    } = unsafe { &mut *start.cast::<KeeperStart<'_>>() };
+    let error = match place_stdio(*stdio).and_then(|()| steps.before()) {
+        Ok(()) => split(memory, &mut || steps.program(), &mut || {
+            outcome.store(STARTED, Ordering::SeqCst);
+            // SAFETY: the starter's event descriptor, in this process's copy of its table.
+            let started = unsafe { BorrowedFd::borrow_raw(*started) };
+            let _ = rustix::io::write(started, &1u64.to_ne_bytes());
+        }),
+        Err(e) => e,
+    };
+    outcome.store(errno_of(&error), Ordering::SeqCst);
+    // SAFETY: ends this process alone, without running anything of the starter's.
+    unsafe { libc::_exit(127) }
+}
+
+/// The errno an error stands for, `EIO` when it has none.
+fn errno_of(error: &io::Error) -> i32 {
+    error.raw_os_error().filter(|e| *e > 0).unwrap_or(libc::EIO)
+}
+
+/// Makes `stdio` the standard input, output and error: each is first copied above them, so
+/// that placing one never closes another still to be placed. The copies are close-on-exec,
+/// and the keeper closes them with the rest.
+#[allow(unsafe_code)]
+fn place_stdio(stdio: [RawFd; 3]) -> io::Result<()> {
+    let mut high = [-1; 3];
+    for (copy, fd) in high.iter_mut().zip(stdio) {
+        // SAFETY: fcntl on a descriptor of this process's table.
+        *copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if *copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    for (target, copy) in high.into_iter().enumerate() {
+        // SAFETY: dup2 onto one of the three standard numbers, which the program is to have;
+        // the copy is above them, so it is never the target (dup2 then leaves close-on-exec
+        // off on the target).
+        if unsafe { libc::dup2(copy, target as RawFd) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Passes `signal` on to the program's process group, else to the program.
+fn relay(program: Pid, signal: i32) {
     let Some(signal) = Signal::from_named_raw(signal) else {
         return;
     };
-    // Raw system calls: errno, which the init shares, is left alone.
-    if rustix::process::kill_process_group(target, signal).is_err() {
-        let _ = rustix::process::kill_process(target, signal);
+    if rustix::process::kill_process_group(program, signal).is_err() {
+        let _ = rustix::process::kill_process(program, signal);
     }
 }
 
 /// Sets every signal to its default action, so that the helpers and the program start alike
-/// and none of the starter's handlers runs in them (a fork keeps them, an exec does not): the
-/// starter's `SIGCHLD` handler, for one, would read the starter's memory, which the keeper
-/// lets go of.
+/// and none of the starter's handlers runs in them (a clone keeps them, an exec does not).
 #[allow(unsafe_code)]
 fn default_signals() {
     // Linux numbers its signals 1 to 64; those it cannot change (SIGKILL, SIGSTOP) and those
@@ -101,10 +389,11 @@ fn default_signals() {
     }
 }
 
-/// Makes `handler` handle `signal` (`SIG_IGN` to ignore it), restarting what it interrupts.
+/// Makes `handler` handle `signal` (`SIG_IGN` to ignore it). Cannot fail for a signal the
+/// caller may change, so it leaves `errno` alone.
 #[allow(unsafe_code)]
 fn handle(signal: i32, handler: libc::sighandler_t) {
-    // SAFETY: a zeroed `sigaction` on the stack; the handlers make raw system calls only.
+    // SAFETY: a zeroed `sigaction` on the stack.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler;
@@ -114,50 +403,69 @@ fn handle(signal: i32, handler: libc::sighandler_t) {
     }
 }
 
-/// Blocks or unblocks (`how`) `signal` for this process, and returns the set holding it alone.
+/// The set of `signals`.
 #[allow(unsafe_code)]
-fn mask(how: libc::c_int, signal: libc::c_int) -> libc::sigset_t {
+fn set_of(signals: &[i32]) -> libc::sigset_t {
     // SAFETY: a set on this stack, filled by the C library's own functions.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut set);
-        libc::sigaddset(&raw mut set, signal);
-        libc::sigprocmask(how, &raw const set, std::ptr::null_mut());
+        for &signal in signals {
+            libc::sigaddset(&raw mut set, signal);
+        }
         set
     }
 }
 
-/// Names this process as `ps` shows it.
+/// Sets this process's signal mask to `set` (`how` `SIG_SETMASK`), or blocks or unblocks it.
 #[allow(unsafe_code)]
-fn name(name: &std::ffi::CStr) {
-    // SAFETY: the kernel copies at most 16 bytes of the string.
-    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+fn mask(how: libc::c_int, set: &libc::sigset_t) {
+    // SAFETY: reads the set on the caller's stack; cannot fail with a valid `how`.
+    unsafe { libc::sigprocmask(how, set, std::ptr::null_mut()) };
 }
 
-/// Closes every descriptor.
-#[allow(unsafe_code)]
-fn close_all() {
-    // SAFETY: closing descriptors no one uses from now on (the init shares this table and
-    // uses none).
-    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
+/// The signals the keeper takes from its signal descriptor: those it relays, and `SIGCHLD`.
+fn kept_signals() -> libc::sigset_t {
+    let mut signals = [libc::SIGCHLD; RELAYED.len() + 1];
+    signals[..RELAYED.len()].copy_from_slice(&RELAYED);
+    set_of(&signals)
 }
 
-/// In the child the starter spawned, right after it unshared a new PID namespace: makes the
+/// A signal descriptor for [`kept_signals`], which stay blocked (as every signal is from the
+/// keeper's start until it waits).
+#[allow(unsafe_code)]
+fn signal_descriptor() -> io::Result<OwnedFd> {
+    let set = kept_signals();
+    // SAFETY: a new descriptor for the set on this stack.
+    let fd = unsafe { libc::signalfd(-1, &raw const set, libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor just made, owned by no one else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// In the keeper, once its steps before the namespaces' first process have run: makes the
 /// init, then the program, which runs `program` (its confinement and its `execve`, which
-/// returns only an error). This process becomes the keeper once the program runs, and never
-/// returns; if the program could not run, the init is ended and the error returned, for the
-/// starter to read.
-pub(crate) fn split(release: &Release, program: &mut dyn FnMut() -> io::Error) -> io::Error {
-    // On this stack: the keeper reads it after it let the starter's heap go.
-    let release = *release;
-    default_signals();
-    register_keeper_lives();
-    let (init, init_stack) = match start_init() {
-        Ok(started) => started,
+/// returns only an error). This process becomes the keeper proper once the program runs,
+/// calls `started` and never returns; if the program could not run, the init is ended and the
+/// error returned.
+pub(crate) fn split(
+    memory: &Memory,
+    program: &mut dyn FnMut() -> io::Error,
+    started: &mut dyn FnMut(),
+) -> io::Error {
+    let signals = match signal_descriptor() {
+        Ok(fd) => fd,
         Err(e) => return e,
     };
-    match start_program(program) {
-        Ok(program) => keep(program, init, &release, init_stack),
+    register_keeper_lives(memory.words());
+    let init = match start_init(memory) {
+        Ok(init) => init,
+        Err(e) => return e,
+    };
+    match start_program(memory, program) {
+        Ok(program) => keep(program, init, &signals, started),
         Err(e) => {
             let _ = rustix::process::kill_process(init, Signal::KILL);
             let _ = reap(init);
@@ -166,9 +474,6 @@ pub(crate) fn split(release: &Release, program: &mut dyn FnMut() -> io::Error) -
     }
 }
 
-/// The program's stack, until its `execve`; the confinement steps run on it.
-const PROGRAM_STACK_BYTES: usize = 1 << 20;
-
 /// What the keeper hands the program: the work to run, and where the program leaves the
 /// error that stopped it (0 while none did).
 struct ProgramStart<'a> {
@@ -176,44 +481,47 @@ struct ProgramStart<'a> {
     failed: AtomicI32,
 }
 
-extern "C" fn program_main(start: *mut libc::c_void) -> libc::c_int {
+extern "C" fn program_main(start: *mut c_void) -> libc::c_int {
+    // The keeper blocks every signal until it waits; the program starts with none blocked.
+    mask(libc::SIG_SETMASK, &set_of(&[]));
     // SAFETY: the keeper passes its `ProgramStart`, and is stopped until this process has
     // replaced itself or ended (`CLONE_VFORK`).
     #[allow(unsafe_code)]
     let start = unsafe { &mut *start.cast::<ProgramStart<'_>>() };
     let error = (start.run)();
-    let errno = error
-        .raw_os_error()
-        .filter(|e| *e != 0)
-        .unwrap_or(libc::EIO);
-    start.failed.store(errno, Ordering::Relaxed);
+    start.failed.store(errno_of(&error), Ordering::Relaxed);
     127
 }
 
-/// Makes the program (`CLONE_VM | CLONE_VFORK`) and returns its id once it has run its
-/// `execve`, or the error it ended with before.
+/// Makes the program (`CLONE_VM | CLONE_VFORK`) on its stack in `memory` and returns its id
+/// once it has run its `execve`, or the error it ended with before.
 #[allow(unsafe_code)]
-fn start_program(run: &mut dyn FnMut() -> io::Error) -> io::Result<Pid> {
-    let stack = Stack::map(PROGRAM_STACK_BYTES)?;
+fn start_program(memory: &Memory, run: &mut dyn FnMut() -> io::Error) -> io::Result<Pid> {
     let mut start = ProgramStart {
         run,
         failed: AtomicI32::new(0),
     };
+    let word = memory.words().program.as_ptr().cast::<libc::pid_t>();
     // SAFETY: the program runs `program_main` on the top of its own stack, sharing this
     // memory; this call returns only once it has called `execve` or ended, so nothing here
-    // runs meanwhile, and `start` outlives its use.
+    // runs meanwhile, and `start` outlives its use. The kernel writes and clears the
+    // program's word, which lives as long as `memory`.
     let pid = unsafe {
         libc::clone(
             program_main,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            memory.program_top(),
+            libc::CLONE_VM
+                | libc::CLONE_VFORK
+                | libc::CLONE_PARENT_SETTID
+                | libc::CLONE_CHILD_CLEARTID
+                | libc::SIGCHLD,
             (&raw mut start).cast(),
+            word,
+            std::ptr::null_mut::<c_void>(),
+            word,
         )
     };
-    let made = Pid::from_raw(pid).ok_or_else(io::Error::last_os_error);
-    // The program no longer runs on it.
-    stack.unmap();
-    let pid = made?;
+    let pid = Pid::from_raw(pid).ok_or_else(io::Error::last_os_error)?;
     match start.failed.load(Ordering::Relaxed) {
         0 => Ok(pid),
         errno => {
@@ -223,284 +531,127 @@ fn start_program(run: &mut dyn FnMut() -> io::Error) -> io::Result<Pid> {
     }
 }
 
-/// A stack of its own for a process that shares this memory: a private mapping whose lowest
-/// page, made inaccessible, is its guard.
-struct Stack {
-    base: *mut libc::c_void,
-    bytes: usize,
-}
-
-impl Stack {
-    #[allow(unsafe_code)]
-    fn map(usable: usize) -> io::Result<Self> {
-        // SAFETY: sysconf reads a constant; mmap makes a new private mapping this value owns;
-        // mprotect takes every access from its lowest page.
-        unsafe {
-            let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
-            let bytes = usable + page;
-            let base = libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            );
-            if base == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            let stack = Self { base, bytes };
-            if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
-                let error = io::Error::last_os_error();
-                stack.unmap();
-                return Err(error);
-            }
-            Ok(stack)
-        }
-    }
-
-    /// The stack's first address, where it starts growing down from.
-    #[allow(unsafe_code)]
-    fn top(&self) -> *mut libc::c_void {
-        // SAFETY: one past the end of this mapping.
-        unsafe { self.base.cast::<u8>().add(self.bytes).cast() }
-    }
-
-    /// The range it takes: the keeper spares the init's.
-    fn range(&self) -> (usize, usize) {
-        (self.base as usize, self.bytes)
-    }
-
-    /// Gives the stack back, once no process runs on it.
-    #[allow(unsafe_code)]
-    fn unmap(self) {
-        // SAFETY: this value's own mapping, used by no one any more.
-        unsafe { libc::munmap(self.base, self.bytes) };
-    }
-}
-
-/// How long ranges read for [`Release`] are used again before the maps are read anew.
-const RELEASE_FRESH: Duration = Duration::from_secs(1);
-
-/// An address in this thread's thread-local storage (beside the C library's `errno` and
-/// stack guard).
-fn thread_storage() -> usize {
-    thread_local! {
-        static MARK: u8 = const { 0 };
-    }
-    MARK.with(|mark| std::ptr::from_ref(mark) as usize)
-}
-
-/// The most ranges of the starter's memory a keeper lets go of; any more are kept.
-const RELEASE_RANGES: usize = 64;
-
-/// Ranges of the starter's anonymous memory that the keeper and the init never use once the
-/// program has run its `execve`: the starter's heap, its allocator's arenas, its other threads' stacks.
-///
-/// A keeper lives as long as its program and holds a copy of the starter's memory, copy on
-/// write: while it does, every page the starter writes again is copied for it first (some
-/// 70 pages of allocator state on each start, measured). Letting those ranges go
-/// (`MADV_DONTNEED`) in the keeper, once the program has left its memory, spares the starter
-/// the copies. Kept: the mapping of the starting thread's stack (the keeper runs on it), of
-/// its thread-local storage (the C library's `errno` and stack guard), of this module's
-/// statics, anything that is not private, writable and anonymous, and any anonymous mapping
-/// that directly follows a file's (a library's zero-initialised data).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Release {
-    ranges: [(usize, usize); RELEASE_RANGES],
-    len: usize,
-}
-
-impl Release {
-    /// Nothing to let go of.
-    pub(crate) const NONE: Self = Self {
-        ranges: [(0, 0); RELEASE_RANGES],
-        len: 0,
-    };
-
-    /// The ranges, read from `/proc/self/maps` at most once in each [`RELEASE_FRESH`] (in the
-    /// parent: this allocates; reading the maps costs as much as a tenth of a start). A range
-    /// read earlier may have been unmapped and its place taken since: the keeper checks again
-    /// that none holds what it still uses ([`apply`](Self::apply)). Unreadable maps release
-    /// nothing.
-    pub(crate) fn gather() -> Self {
-        static GATHERED: Mutex<Option<(Instant, Release)>> = Mutex::new(None);
-        let mut gathered = GATHERED.lock().unwrap_or_else(PoisonError::into_inner);
-        match *gathered {
-            Some((at, release)) if at.elapsed() < RELEASE_FRESH => release,
-            _ => {
-                let release = Self::read();
-                *gathered = Some((Instant::now(), release));
-                release
-            }
-        }
-    }
-
-    fn read() -> Self {
-        let mut release = Self::NONE;
-        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-            return release;
-        };
-        // The keeper's stack and thread-local storage are for it to spare (`apply`): the thread
-        // that reads the maps here is not always the one that forks.
-        let kept = [
-            std::ptr::addr_of!(RELAY_TO) as usize,
-            std::ptr::addr_of!(KEEPER_LIVES) as usize,
-        ];
-        let (mut after_file, mut previous_end) = (false, 0);
-        for line in maps.lines() {
-            let mut fields = line.split_ascii_whitespace();
-            let (Some(range), Some(perms), Some(_), Some(_), Some(inode)) = (
-                fields.next(),
-                fields.next(),
-                fields.next(),
-                fields.next(),
-                fields.next(),
-            ) else {
-                continue;
-            };
-            let path = fields.next();
-            let Some((start, end)) = range.split_once('-').and_then(|(start, end)| {
-                let start = usize::from_str_radix(start, 16).ok()?;
-                Some((start, usize::from_str_radix(end, 16).ok()?))
-            }) else {
-                continue;
-            };
-            let file = inode != "0";
-            let follows_file = after_file && previous_end == start;
-            (after_file, previous_end) = (file, end);
-            let anonymous = !file && matches!(path, None | Some("[heap]"));
-            if !anonymous
-                || follows_file
-                || !perms.starts_with("rw")
-                || !perms.ends_with('p')
-                || kept.iter().any(|at| (start..end).contains(at))
-            {
-                continue;
-            }
-            if release.len == RELEASE_RANGES {
-                break;
-            }
-            release.ranges[release.len] = (start, end - start);
-            release.len += 1;
-        }
-        release
-    }
-
-    /// In the keeper: lets every range go but any that overlaps `spared` (the init's stack)
-    /// or what the keeper still uses: its live stack, from this call's frame to this
-    /// `Release` (a copy on the stack of the call that made the keeper), and its thread-local
-    /// storage.
-    #[allow(unsafe_code)]
-    fn apply(&self, spared: (usize, usize)) {
-        let here = 0u8;
-        let live = (
-            std::ptr::addr_of!(here) as usize,
-            std::ptr::from_ref(self) as usize + size_of::<Self>(),
-        );
-        let storage = thread_storage();
-        for &(start, len) in &self.ranges[..self.len] {
-            let end = start + len;
-            if (start < spared.0 + spared.1 && spared.0 < end)
-                || (start < live.1 && live.0 < end)
-                || (start..end).contains(&storage)
-            {
-                continue;
-            }
-            // SAFETY: neither the keeper nor the init reads or writes these ranges from here
-            // on; a private mapping let go reads as zeroes, never as another's data.
-            unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
-        }
-    }
-}
-
-/// Nonzero while the keeper lives: the kernel sets it to 0 when the keeper ends
-/// (`set_tid_address`), in its memory, which the init shares.
-///
-/// The init needs it because it arms its death signal (`PR_SET_PDEATHSIG`) after it starts,
-/// and the keeper does not wait for that: a keeper killed before would leave the init, and the
-/// program, running. The kernel clears this word (and wakes its futex, a full barrier) before
-/// it reads its children's death signals in the same exit; the init arms its signal, makes a
-/// full barrier, then reads this word. So either the keeper's end sees the armed signal and
-/// kills the init, or the init sees the word cleared and ends itself: a store and a load on
-/// each side, each pair separated by a full barrier, cannot both miss the other's store. (The
-/// kernel clears the word only while another process shares this memory, as the init does
-/// from its start to its end: a keeper with no init left has no one to tell.)
-static KEEPER_LIVES: AtomicU32 = AtomicU32::new(0);
-
-/// Sets [`KEEPER_LIVES`] and has the kernel clear it when this process ends. Made before the
-/// init exists, so that any init reads a word the kernel will clear.
+/// Sets [`Words::keeper_lives`] and has the kernel clear it when this process ends. Made
+/// before the init exists, so that any init reads a word the kernel will clear.
 #[allow(unsafe_code)]
-fn register_keeper_lives() {
-    KEEPER_LIVES.store(1, Ordering::SeqCst);
-    // SAFETY: the word is a static that lives as long as this process's memory; the call only
+fn register_keeper_lives(words: &Words) {
+    words.keeper_lives.store(1, Ordering::SeqCst);
+    // SAFETY: the word lives as long as the memory this process runs on; the call only
     // records its address (and returns this process's id: it cannot fail).
-    unsafe { libc::syscall(libc::SYS_set_tid_address, KEEPER_LIVES.as_ptr()) };
+    unsafe { libc::syscall(libc::SYS_set_tid_address, words.keeper_lives.as_ptr()) };
 }
 
-/// Starts the init on a stack of its own, sharing this process's memory and descriptor table.
-/// It dies with this process from the moment it starts (see [`KEEPER_LIVES`]). The stack is
-/// never unmapped: it lives as long as the keeper's memory, which outlives the init.
+/// Starts the init on its stack in `memory`, sharing this process's memory and descriptor
+/// table. It dies with this process from the moment it starts (see [`Words::keeper_lives`]).
 #[allow(unsafe_code)]
-fn start_init() -> io::Result<(Pid, (usize, usize))> {
-    let stack = Stack::map(INIT_STACK_BYTES)?;
+fn start_init(memory: &Memory) -> io::Result<Pid> {
+    let words = memory.words();
+    let word = words.init.as_ptr().cast::<libc::pid_t>();
     // SAFETY: clone runs `init` on the top of its own stack with its own registers and a copy
-    // of this process's signal handlers; the init reads no argument.
+    // of this process's signal handlers; the init reads only the words, which live as long as
+    // `memory`, as does the init's word the kernel writes and clears.
     let pid = unsafe {
         libc::clone(
             init,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
-            std::ptr::null_mut(),
+            memory.init_top(),
+            libc::CLONE_VM
+                | libc::CLONE_FILES
+                | libc::CLONE_PARENT_SETTID
+                | libc::CLONE_CHILD_CLEARTID
+                | libc::SIGCHLD,
+            std::ptr::from_ref(words).cast_mut().cast(),
+            word,
+            std::ptr::null_mut::<c_void>(),
+            word,
         )
     };
-    let Some(pid) = Pid::from_raw(pid) else {
-        let error = io::Error::last_os_error();
-        stack.unmap();
-        return Err(error);
-    };
-    Ok((pid, stack.range()))
+    Pid::from_raw(pid).ok_or_else(io::Error::last_os_error)
 }
 
-/// The keeper: relays signals to the program, waits for it, ends the init (whose end kills
-/// whatever is left in the namespace) and waits for that, then ends as the program did.
-#[allow(unsafe_code)]
-fn keep(program: Pid, init: Pid, release: &Release, init_stack: (usize, usize)) -> ! {
-    name(c"capfs-keeper");
-    RELAY_TO.store(program.as_raw_nonzero().get(), Ordering::Relaxed);
-    for signal in RELAYED {
-        handle(
-            signal,
-            relay as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-    close_all();
-    release.apply(init_stack);
-    let status = reap(program);
-    RELAY_TO.store(0, Ordering::Relaxed);
-    let _ = rustix::process::kill_process(init, Signal::KILL);
-    // The init is gone once this returns: errno is this process's alone again.
-    let _ = reap(init);
-    // SAFETY: signal, kill and _exit on values of this function's own.
-    unsafe {
-        let Some(status) = status else {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-            libc::_exit(137);
-        };
-        if let Some(signal) = status.terminating_signal() {
-            libc::signal(signal, libc::SIG_DFL);
-            mask(libc::SIG_UNBLOCK, signal);
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
+/// The keeper proper: lets the starter go on (`started`), then relays signals to the program,
+/// waits for it, ends the init (whose end kills whatever is left in the namespace) and waits
+/// for that, then ends as the program did. From `started` on it makes raw system calls only
+/// (the starter's thread, whose `errno` it shares, runs again) and reads nothing but its own
+/// stack.
+fn keep(program: Pid, init: Pid, signals: &OwnedFd, started: &mut dyn FnMut()) -> ! {
+    let _ = rustix::thread::set_name(c"capfs-keeper");
+    // Every signal was blocked so far; those the descriptor takes stay blocked.
+    mask(libc::SIG_SETMASK, &kept_signals());
+    let signals = signals.as_raw_fd();
+    started();
+    close_all_but(signals);
+    // SAFETY: the descriptor `close_all_but` kept, which this process never closes.
+    #[allow(unsafe_code)]
+    let signals = unsafe { BorrowedFd::borrow_raw(signals) };
+    let status = loop {
+        // A `signalfd_siginfo`: 128 bytes, the signal's number first.
+        let mut info = [0u8; 128];
+        match rustix::io::read(signals, &mut info) {
+            Ok(128) => {}
+            Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break reap(program),
         }
-        libc::_exit(status.exit_status().unwrap_or(1));
+        let signal = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]) as i32;
+        if signal != libc::SIGCHLD {
+            relay(program, signal);
+            continue;
+        }
+        match rustix::process::waitpid(Some(program), WaitOptions::NOHANG) {
+            Ok(Some((_, status))) => break Some(status),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+    };
+    let _ = rustix::process::kill_process(init, Signal::KILL);
+    let _ = reap(init);
+    exit_as(status)
+}
+
+/// Ends this process as `status` says the program ended: by the same signal, else with the
+/// same code (137, as for `SIGKILL`, when it is not known).
+#[allow(unsafe_code)]
+fn exit_as(status: Option<WaitStatus>) -> ! {
+    let signal = match status {
+        Some(status) => status.terminating_signal(),
+        None => Some(libc::SIGKILL),
+    };
+    if let Some(signal) = signal {
+        // Every signal is at its default action but the C library's own (32 and 33, whose
+        // handlers this process kept): for those the code says it.
+        let first_free = libc::SIGRTMIN();
+        if !(libc::SIGSYS + 1..first_free).contains(&signal) {
+            mask(libc::SIG_UNBLOCK, &set_of(&[signal]));
+            // SAFETY: a number the kernel reported as a signal.
+            let signal = unsafe { Signal::from_raw_unchecked(signal) };
+            let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+        }
+        // SAFETY: ends this process alone.
+        unsafe { libc::_exit(128 + signal) };
+    }
+    let code = status.and_then(WaitStatus::exit_status).unwrap_or(1);
+    // SAFETY: ends this process alone.
+    unsafe { libc::_exit(code) }
+}
+
+/// Closes every descriptor but `kept`.
+#[allow(unsafe_code)]
+fn close_all_but(kept: RawFd) {
+    let kept = kept as u32;
+    // SAFETY: closing descriptors no one uses from now on (the init shares this table and
+    // uses none). `close_range` fails only for a first number above the last, which these
+    // never are, so `errno` is left alone.
+    unsafe {
+        if kept > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, kept - 1, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, kept + 1, u32::MAX, 0u32);
     }
 }
 
 /// Waits for the child `pid` to end, by the raw system call.
-fn reap(pid: Pid) -> Option<rustix::process::WaitStatus> {
+fn reap(pid: Pid) -> Option<WaitStatus> {
     loop {
-        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+        match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
             Ok(Some((_, status))) => return Some(status),
             Err(rustix::io::Errno::INTR) => {}
             Ok(None) | Err(_) => return None,
@@ -508,13 +659,15 @@ fn reap(pid: Pid) -> Option<rustix::process::WaitStatus> {
     }
 }
 
-/// The init: reaps every orphan that the program leaves to it, whenever one ends, until the
-/// keeper ends it (or ends, which ends it too). It shares the keeper's memory, the C library's
-/// `errno` included, and leaves that alone: its few C library calls (`prctl`, `sigaction`,
-/// `sigprocmask`) cannot fail here, and its waits are raw system calls.
+/// The init: ignores `SIGCHLD`, so that the kernel reaps every orphan the program leaves to
+/// it as it ends, and waits until the keeper ends it (or ends, which ends it too). It shares
+/// the starter's memory, the C library's `errno` included, and leaves that alone: its C
+/// library calls (`sigaction`) cannot fail here, the others are raw system calls.
 #[allow(unsafe_code)]
-extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
-    name(c"capfs-init");
+extern "C" fn init(words: *mut c_void) -> libc::c_int {
+    // SAFETY: the keeper passes the words of its memory, which outlives this process.
+    let words = unsafe { &*words.cast::<Words>() };
+    let _ = rustix::thread::set_name(c"capfs-init");
     // The init dies with the keeper, so that a kill of the keeper ends the namespace; a keeper
     // that ended before this was armed has cleared its word, and the init ends itself (its
     // end ends the namespace, and no process can join it after).
@@ -522,31 +675,17 @@ extern "C" fn init(_: *mut libc::c_void) -> libc::c_int {
     tests::arm_late();
     let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
     std::sync::atomic::fence(Ordering::SeqCst);
-    if KEEPER_LIVES.load(Ordering::SeqCst) == 0 {
+    if words.keeper_lives.load(Ordering::SeqCst) == 0 {
         return 0;
     }
+    handle(libc::SIGCHLD, libc::SIG_IGN);
     for signal in RELAYED {
         handle(signal, libc::SIG_IGN);
     }
-    // `SIGCHLD` blocked: one that comes while the init reaps stays pending for its next wait
-    // (a blocked signal is queued even for an init, and even with no handler).
-    let children = mask(libc::SIG_BLOCK, libc::SIGCHLD);
+    // Every signal is blocked (as the keeper's were when it made the init): no handler runs,
+    // and a pause lasts until the init is killed.
     loop {
-        // Any child (`wait`, the `-1` of `waitpid`): the orphans are in the program's process
-        // groups, never in the init's.
-        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
-        // SAFETY: the raw call reads the set on this stack (the kernel's 8 bytes of it) and
-        // takes the pending `SIGCHLD`; its return is the signal, and `errno` is written only
-        // on a failure, which an init with no handler does not meet.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigtimedwait,
-                &raw const children,
-                std::ptr::null_mut::<libc::siginfo_t>(),
-                std::ptr::null::<libc::timespec>(),
-                8usize,
-            )
-        };
+        rustix::event::pause();
     }
 }
 
@@ -641,8 +780,8 @@ mod tests {
         let fd = writer.as_raw_fd();
         let mut command = std::process::Command::new("/bin/true");
         // SAFETY: the child makes system calls only (unshare, getpid, write, pidfd_open,
-        // set_tid_address, mmap, clone, pause) on values made before the fork, and allocates
-        // nothing.
+        // mmap, mprotect, set_tid_address, clone, pause) on values made before the fork, and
+        // allocates nothing.
         unsafe {
             command.pre_exec(move || {
                 let pipe = BorrowedFd::borrow_raw(fd);
@@ -653,8 +792,10 @@ mod tests {
                     let keeper = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
                     ARM_LATE.store(keeper.into_raw_fd(), Ordering::Relaxed);
                 }
-                register_keeper_lives();
-                start_init()?;
+                // This process's own copy, left mapped: the init runs on it.
+                let memory = std::mem::ManuallyDrop::new(Memory::map()?);
+                register_keeper_lives(memory.words());
+                start_init(&memory)?;
                 if end == End::Killed {
                     rustix::io::write(pipe, &[1])?;
                     loop {

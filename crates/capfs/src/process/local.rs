@@ -332,30 +332,6 @@ impl ExecutorProcesses for LocalProcesses {
         let exec = confined
             .then(|| Exec::new(&request.argv, request.arg0.as_deref(), &env))
             .transpose()?;
-        let mut command = tokio::process::Command::new(&request.argv[0]);
-        command.args(&request.argv[1..]);
-        if let Some(arg0) = &request.arg0 {
-            command.arg0(arg0);
-        }
-        command.env_clear();
-        command.envs(&env);
-        match &pty {
-            Some(pty) => {
-                command.stdin(Stdio::from(pty.terminal.try_clone()?));
-                command.stdout(Stdio::from(pty.terminal.try_clone()?));
-                command.stderr(Stdio::from(pty.terminal.try_clone()?));
-            }
-            None => {
-                let stdin = if request.pipe_stdin {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                };
-                command.stdin(stdin);
-                command.stdout(Stdio::piped());
-                command.stderr(Stdio::piped());
-            }
-        }
         // Processes without a network share their session's empty network namespace: making
         // and tearing down one per process was the largest single cost of a start
         // (session_net.rs). A request without a home (no session) keeps a namespace of its own.
@@ -371,44 +347,40 @@ impl ExecutorProcesses for LocalProcesses {
             true => policy.max_tasks.saturating_mul(policy.max_processes as u64),
             false => policy.max_tasks,
         };
-        child::install(
-            &mut command,
-            ChildSetup {
-                cwd,
-                tty: tty.is_some(),
-                cgroup_procs,
-                namespaces: confined
-                    .then(|| child::namespaces(policy.network, inner.as_root, join.is_some()))
-                    .flatten(),
-                join,
-                id_maps: (confined && !inner.as_root).then(IdMaps::of_current),
-                mounts,
-                proc_rule,
-                loopback_up: (confined
-                    && (policy.network == Network::Loopback || egress.is_some()))
+        let setup = ChildSetup {
+            cwd,
+            tty: tty.is_some(),
+            cgroup_procs,
+            namespaces: confined
+                .then(|| child::namespaces(policy.network, inner.as_root, join.is_some()))
+                .flatten(),
+            join,
+            id_maps: (confined && !inner.as_root).then(IdMaps::of_current),
+            mounts,
+            proc_rule,
+            loopback_up: (confined && (policy.network == Network::Loopback || egress.is_some()))
                 .then(child::loopback_up_request),
-                all_local: (confined && transparent.is_some()).then(child::all_local_request),
-                proxy: proxy_channel,
-                limits: [
-                    (Resource::Core, 0),
-                    (Resource::Fsize, policy.file_size_limit),
-                    (Resource::Nproc, tasks),
-                ],
-                run_as: policy.run_as,
-                ruleset,
-                seccomp: inner.unix_filter.clone(),
-                exec,
-            },
-        );
-        let child = command
-            .spawn()
-            .map_err(|e| error::spawn_failed(&request.argv[0], &e))?;
-        drop(command);
+            all_local: (confined && transparent.is_some()).then(child::all_local_request),
+            proxy: proxy_channel,
+            limits: [
+                (Resource::Core, 0),
+                (Resource::Fsize, policy.file_size_limit),
+                (Resource::Nproc, tasks),
+            ],
+            run_as: policy.run_as,
+            ruleset,
+            seccomp: inner.unix_filter.clone(),
+            exec,
+        };
+        let (mut child, wiring) = match confined {
+            true => start_confined(setup, pty, request.pipe_stdin),
+            false => spawn_unconfined(&request, &env, setup, pty),
+        }
+        .map_err(|e| error::spawn_failed(&request.argv[0], &e))?;
         let narrowing = request.egress.clone().unwrap_or_default();
         let proxy = match Proxy::of_child(proxy_end, egress, narrowing, child.id().unwrap_or(0)) {
             Ok(proxy) => proxy,
             Err(e) => {
-                let mut child = child;
                 let _ = child.start_kill();
                 return Err(e);
             }
@@ -420,35 +392,6 @@ impl ExecutorProcesses for LocalProcesses {
             pid.ok_or_else(|| error::child_lacks("the process has no id"))?,
             PidfdFlags::empty(),
         )?;
-        let wiring = match pty {
-            Some(pty) => Wiring::Terminal(pty.controller),
-            None => {
-                let mut child = child;
-                let wiring = Wiring::Pipes {
-                    stdin: child.stdin.take(),
-                    stdout: child
-                        .stdout
-                        .take()
-                        .ok_or_else(|| error::child_lacks("no stdout"))?,
-                    stderr: child
-                        .stderr
-                        .take()
-                        .ok_or_else(|| error::child_lacks("no stderr"))?,
-                };
-                return run::launch(
-                    child,
-                    pidfd,
-                    confined,
-                    cgroup,
-                    wiring,
-                    policy.time_limit,
-                    run::Held {
-                        things: Box::new((slot, temp, resolv_conf, request.home.clone())),
-                        proxy,
-                    },
-                );
-            }
-        };
         run::launch(
             child,
             pidfd,
@@ -535,4 +478,97 @@ fn make_resolv_conf(temp: &super::prepare::TempDir) -> io::Result<(ResolvConf, s
     );
     file.write_all(text.as_bytes())?;
     Ok((made, file))
+}
+
+/// Starts a confined process under its keeper (`keeper.rs`), with pipes for its input and
+/// output, or the terminal `pty`.
+fn start_confined(
+    setup: ChildSetup,
+    pty: Option<super::pty::Pty>,
+    pipe_stdin: bool,
+) -> io::Result<(run::Child, Wiring)> {
+    if let Some(pty) = pty {
+        let terminal = pty.terminal.as_fd();
+        let keeper = child::start(setup, [terminal, terminal, terminal])?;
+        drop(pty.terminal);
+        return Ok((run::Child::kept(keeper)?, Wiring::Terminal(pty.controller)));
+    }
+    let (stdin, stdin_writer) = match pipe_stdin {
+        true => {
+            let (reader, writer) = std::io::pipe()?;
+            (OwnedFd::from(reader), Some(writer))
+        }
+        false => (OwnedFd::from(std::fs::File::open("/dev/null")?), None),
+    };
+    let (stdout_reader, stdout) = std::io::pipe()?;
+    let (stderr_reader, stderr) = std::io::pipe()?;
+    let keeper = child::start(setup, [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()])?;
+    // The program's ends are the keeper's and the program's alone from here.
+    drop((stdin, stdout, stderr));
+    let child = run::Child::kept(keeper)?;
+    let wiring = Wiring::Pipes {
+        stdin: stdin_writer
+            .map(|w| {
+                tokio::process::ChildStdin::from_std(std::process::ChildStdin::from(OwnedFd::from(
+                    w,
+                )))
+            })
+            .transpose()?,
+        stdout: tokio::process::ChildStdout::from_std(std::process::ChildStdout::from(
+            OwnedFd::from(stdout_reader),
+        ))?,
+        stderr: tokio::process::ChildStderr::from_std(std::process::ChildStderr::from(
+            OwnedFd::from(stderr_reader),
+        ))?,
+    };
+    Ok((child, wiring))
+}
+
+/// Spawns an unconfined process by the standard library, `setup` run in its child.
+fn spawn_unconfined(
+    request: &ProcessRequest,
+    env: &BTreeMap<OsString, OsString>,
+    setup: ChildSetup,
+    pty: Option<super::pty::Pty>,
+) -> io::Result<(run::Child, Wiring)> {
+    let mut command = tokio::process::Command::new(&request.argv[0]);
+    command.args(&request.argv[1..]);
+    if let Some(arg0) = &request.arg0 {
+        command.arg0(arg0);
+    }
+    command.env_clear();
+    command.envs(env);
+    match &pty {
+        Some(pty) => {
+            command.stdin(Stdio::from(pty.terminal.try_clone()?));
+            command.stdout(Stdio::from(pty.terminal.try_clone()?));
+            command.stderr(Stdio::from(pty.terminal.try_clone()?));
+        }
+        None => {
+            command.stdin(match request.pipe_stdin {
+                true => Stdio::piped(),
+                false => Stdio::null(),
+            });
+            command.stdout(Stdio::piped());
+            command.stderr(Stdio::piped());
+        }
+    }
+    child::install(&mut command, setup);
+    let mut child = command.spawn()?;
+    drop(command);
+    let wiring = match pty {
+        Some(pty) => Wiring::Terminal(pty.controller),
+        None => Wiring::Pipes {
+            stdin: child.stdin.take(),
+            stdout: child
+                .stdout
+                .take()
+                .ok_or_else(|| error::child_lacks("no stdout"))?,
+            stderr: child
+                .stderr
+                .take()
+                .ok_or_else(|| error::child_lacks("no stderr"))?,
+        },
+    };
+    Ok((run::Child::Spawned(child), wiring))
 }

@@ -25,6 +25,7 @@ mod exec;
 mod home;
 mod id_maps;
 mod init;
+mod keeper;
 mod listen;
 mod local;
 mod mounts;

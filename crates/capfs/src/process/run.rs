@@ -11,13 +11,15 @@ use async_trait::async_trait;
 use rustix::process::{Pid, Signal};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin};
+use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error;
 
 use super::cgroup::Cgroup;
 use super::egress::Proxy;
+use super::init::Memory;
+use super::keeper::Keeper;
 use super::{
     OutputStream, PROCESS_EVENT_QUEUE, ProcessControl, ProcessEvent, ProcessExit, StartedProcess,
     TerminalSize,
@@ -43,6 +45,67 @@ pub(crate) enum Wiring {
     },
     /// A terminal's controller side, for input and output both.
     Terminal(OwnedFd),
+}
+
+/// A started process as this module waits for it: a child the standard library spawned, or a
+/// confined process's keeper.
+pub(crate) enum Child {
+    Spawned(tokio::process::Child),
+    Kept {
+        keeper: Keeper,
+        /// The keeper's descriptor, readable once it has ended.
+        ended: AsyncFd<OwnedFd>,
+    },
+}
+
+impl Child {
+    pub(crate) fn kept(keeper: Keeper) -> io::Result<Self> {
+        // `with_interest` is deprecated for descriptors the `AsyncFd` does not own; this one
+        // owns its copy of the keeper's.
+        #[allow(deprecated)]
+        let ended = AsyncFd::with_interest(
+            keeper.pidfd().try_clone_to_owned()?,
+            tokio::io::Interest::READABLE,
+        )?;
+        Ok(Self::Kept { keeper, ended })
+    }
+
+    pub(crate) fn id(&self) -> Option<u32> {
+        match self {
+            Self::Spawned(child) => child.id(),
+            Self::Kept { keeper, .. } => Some(keeper.id()),
+        }
+    }
+
+    pub(crate) fn start_kill(&mut self) -> io::Result<()> {
+        match self {
+            Self::Spawned(child) => child.start_kill(),
+            Self::Kept { keeper, .. } => keeper.kill(),
+        }
+    }
+
+    /// Waits for the process to end (and reaps it); cancel-safe, and again ready at once
+    /// after it has.
+    async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
+        match self {
+            Self::Spawned(child) => child.wait().await,
+            Self::Kept { keeper, ended } => loop {
+                let mut ready = ended.readable().await?;
+                if let Some(status) = keeper.try_wait()? {
+                    return Ok(status);
+                }
+                ready.clear_ready();
+            },
+        }
+    }
+
+    /// What is left to let go of once the process has been waited for.
+    fn into_memory(self) -> Option<Memory> {
+        match self {
+            Self::Spawned(_) => None,
+            Self::Kept { keeper, .. } => keeper.into_memory(),
+        }
+    }
 }
 
 enum Input {
@@ -285,7 +348,9 @@ pub(crate) fn launch(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let _ = tokio::task::spawn_blocking(move || drop((things, cgroup))).await;
+        // The helpers' memory too: it waits for an init that outlives a killed keeper.
+        let memory = child.into_memory();
+        let _ = tokio::task::spawn_blocking(move || drop((things, cgroup, memory))).await;
         let _ = sender.send(ProcessEvent::Closed).await;
     });
     Ok(StartedProcess::new(pid, control, events))
