@@ -1,7 +1,8 @@
-//! What the child does between `fork` and `exec`. Everything it needs (descriptors, the
-//! Landlock ruleset, the netlink message that brings `lo` up, the limits) is built by the
-//! parent beforehand, so the child only makes system calls: it allocates nothing and takes no
-//! lock another thread of the parent might have held at the fork.
+//! What a process's child does before the program's `execve`: a confined process's keeper and
+//! program, which share the server's memory (`init.rs`), or an unconfined process's fork.
+//! Everything it needs (descriptors, the Landlock ruleset, the netlink message that brings
+//! `lo` up, the limits) is built by the parent beforehand, so the child only makes system
+//! calls: it allocates nothing and takes no lock another thread of the parent might hold.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
