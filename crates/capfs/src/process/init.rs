@@ -26,10 +26,13 @@
 //!   table, signal handlers and working directory. That thread waits until the program has run its
 //!   `execve` (so that the keeper may use the C library, and the starter's values it was
 //!   given, until then); from then on the keeper makes raw system calls only, which leave
-//!   `errno` alone, and reads nothing of the starter's. Its first step sets every signal to
-//!   its default action: no handler of the starter runs in it.
-//! - the init runs a few system calls for its whole life: raw ones, and C library calls that
-//!   cannot fail (a C library call writes `errno` only when it fails).
+//!   `errno` alone, and reads nothing of the starter's. No C library function runs in it
+//!   then either: the starting thread may end while the keeper lives, its thread-local
+//!   storage with it, and a C library function built with a stack guard reads that storage.
+//!   (A raw call through the C library's `syscall` writes `errno` only when it fails, which
+//!   the calls made there cannot.) Its first step sets every signal to its default action: no
+//!   handler of the starter runs in it.
+//! - the init runs a few raw system calls for its whole life, under the same rule.
 //! - the program is also `CLONE_VFORK`: the keeper is stopped until the program has replaced
 //!   itself by `execve` (`exec.rs`) or ended, so the two never run at once on the same memory.
 //!   Of that memory, the program writes only what the keeper never uses again (the setup it
@@ -389,20 +392,6 @@ fn default_signals() {
     }
 }
 
-/// Makes `handler` handle `signal` (`SIG_IGN` to ignore it). Cannot fail for a signal the
-/// caller may change, so it leaves `errno` alone.
-#[allow(unsafe_code)]
-fn handle(signal: i32, handler: libc::sighandler_t) {
-    // SAFETY: a zeroed `sigaction` on the stack.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = handler;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&raw mut action.sa_mask);
-        libc::sigaction(signal, &raw const action, std::ptr::null_mut());
-    }
-}
-
 /// The set of `signals`.
 #[allow(unsafe_code)]
 fn set_of(signals: &[i32]) -> libc::sigset_t {
@@ -577,6 +566,7 @@ fn keep(program: Pid, init: Pid, signals: &OwnedFd, started: &mut dyn FnMut()) -
     let _ = rustix::thread::set_name(c"capfs-keeper");
     // Every signal was blocked so far; those the descriptor takes stay blocked.
     mask(libc::SIG_SETMASK, &kept_signals());
+    let first_free = libc::SIGRTMIN();
     let signals = signals.as_raw_fd();
     started();
     close_all_but(signals);
@@ -604,33 +594,91 @@ fn keep(program: Pid, init: Pid, signals: &OwnedFd, started: &mut dyn FnMut()) -
     };
     let _ = rustix::process::kill_process(init, Signal::KILL);
     let _ = reap(init);
-    exit_as(status)
+    exit_as(status, first_free)
 }
 
 /// Ends this process as `status` says the program ended: by the same signal, else with the
-/// same code (137, as for `SIGKILL`, when it is not known).
+/// same code (137, as for `SIGKILL`, when it is not known). `first_free` is the first signal
+/// the C library leaves free (those from 32 below it are its own, whose handlers this process
+/// kept from the starter: for those the code says it). Raw system calls only.
 #[allow(unsafe_code)]
-fn exit_as(status: Option<WaitStatus>) -> ! {
+fn exit_as(status: Option<WaitStatus>, first_free: i32) -> ! {
     let signal = match status {
         Some(status) => status.terminating_signal(),
         None => Some(libc::SIGKILL),
     };
-    if let Some(signal) = signal {
-        // Every signal is at its default action but the C library's own (32 and 33, whose
-        // handlers this process kept): for those the code says it.
-        let first_free = libc::SIGRTMIN();
-        if !(libc::SIGSYS + 1..first_free).contains(&signal) {
-            mask(libc::SIG_UNBLOCK, &set_of(&[signal]));
-            // SAFETY: a number the kernel reported as a signal.
-            let signal = unsafe { Signal::from_raw_unchecked(signal) };
-            let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+    let code = match signal {
+        Some(signal) => {
+            // Every other signal is at its default action.
+            if !(libc::SIGSYS + 1..first_free).contains(&signal) {
+                raw_mask(libc::SIG_UNBLOCK, kernel_set(&[signal]));
+                // SAFETY: a number the kernel reported as a signal.
+                let signal = unsafe { Signal::from_raw_unchecked(signal) };
+                let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+            }
+            128 + signal
         }
-        // SAFETY: ends this process alone.
-        unsafe { libc::_exit(128 + signal) };
+        None => status.and_then(WaitStatus::exit_status).unwrap_or(1),
+    };
+    loop {
+        // SAFETY: ends this process alone, by the raw system call (which does not return).
+        unsafe { libc::syscall(libc::SYS_exit_group, code) };
     }
-    let code = status.and_then(WaitStatus::exit_status).unwrap_or(1);
-    // SAFETY: ends this process alone.
-    unsafe { libc::_exit(code) }
+}
+
+/// The kernel's mask of `signals` (bit `n - 1` for signal `n`), the form `rt_sigprocmask` and
+/// `rt_sigaction` read.
+fn kernel_set(signals: &[i32]) -> u64 {
+    signals
+        .iter()
+        .fold(0, |set, signal| set | 1 << (signal - 1))
+}
+
+/// `rt_sigprocmask` by the raw system call (`how` is `SIG_BLOCK`, `SIG_UNBLOCK` or
+/// `SIG_SETMASK`).
+#[allow(unsafe_code)]
+fn raw_mask(how: libc::c_int, set: u64) {
+    // SAFETY: the kernel reads the 8-byte set on this stack; with a valid `how` the call cannot
+    // fail, so the C library's `syscall` leaves `errno` alone.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            how,
+            &raw const set,
+            std::ptr::null_mut::<u64>(),
+            size_of::<u64>(),
+        )
+    };
+}
+
+/// Ignores `signal`, by the raw system call.
+#[allow(unsafe_code)]
+fn raw_ignore(signal: i32) {
+    /// The kernel's `struct sigaction` (handler, flags, restorer, mask).
+    #[repr(C)]
+    struct KernelAction {
+        handler: libc::sighandler_t,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let action = KernelAction {
+        handler: libc::SIG_IGN,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: the kernel reads the action on this stack; for a signal that may be ignored the
+    // call cannot fail, so the C library's `syscall` leaves `errno` alone.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signal,
+            &raw const action,
+            std::ptr::null_mut::<KernelAction>(),
+            size_of::<u64>(),
+        )
+    };
 }
 
 /// Closes every descriptor but `kept`.
@@ -661,8 +709,8 @@ fn reap(pid: Pid) -> Option<WaitStatus> {
 
 /// The init: ignores `SIGCHLD`, so that the kernel reaps every orphan the program leaves to
 /// it as it ends, and waits until the keeper ends it (or ends, which ends it too). It shares
-/// the starter's memory, the C library's `errno` included, and leaves that alone: its C
-/// library calls (`sigaction`) cannot fail here, the others are raw system calls.
+/// the starter's memory and a thread's storage, and makes raw system calls only (see the
+/// module's documentation).
 #[allow(unsafe_code)]
 extern "C" fn init(words: *mut c_void) -> libc::c_int {
     // SAFETY: the keeper passes the words of its memory, which outlives this process.
@@ -678,9 +726,9 @@ extern "C" fn init(words: *mut c_void) -> libc::c_int {
     if words.keeper_lives.load(Ordering::SeqCst) == 0 {
         return 0;
     }
-    handle(libc::SIGCHLD, libc::SIG_IGN);
+    raw_ignore(libc::SIGCHLD);
     for signal in RELAYED {
-        handle(signal, libc::SIG_IGN);
+        raw_ignore(signal);
     }
     // Every signal is blocked (as the keeper's were when it made the init): no handler runs,
     // and a pause lasts until the init is killed.
