@@ -91,7 +91,7 @@ impl Keeper {
             0 => {
                 let status = keeper.reap();
                 Err(io::Error::other(format!(
-                    "the process's keeper ended before the program ran ({status:?})"
+                    "the process's keeper ended before it reported the program's start ({status:?})"
                 )))
             }
             errno => {
