@@ -359,13 +359,16 @@ pub(crate) fn start(mut setup: ChildSetup, stdio: [BorrowedFd<'_>; 3]) -> io::Re
 // - mounts: mount (propagation, a new procfs), openat2 and fstat on paths the starter
 //   prepared, open of `/etc/resolv.conf`, open_tree, mount_setattr on a `mount_attr` on the
 //   stack, move_mount;
-// - confinement: landlock_add_rule and landlock_restrict_self on the starter's ruleset,
-//   seccomp with the starter's filter (seccompiler 0.5's `apply_filter` makes the prctl and
-//   the call on a `sock_fprog` on the stack), close_range;
-// - in `init.rs`: fcntl and dup2 of the standard descriptors, sigaction, sigprocmask,
-//   signalfd, set_tid_address, clone of the init and of the program on their stacks, prctl,
-//   read, wait4, kill, close_range, _exit; and the program's execve (`exec.rs`) of arrays the
-//   starter built.
+// - confinement: landlock_add_rule and landlock_restrict_self on the starter's ruleset
+//   (landlock 0.4.8's `restrict_self` makes the prctl and the call and returns a status on the
+//   stack; a `RulesetCreated` holds no heap data), seccomp with the starter's filter
+//   (seccompiler 0.5's `apply_filter` makes the prctl and the call on a `sock_fprog` on the
+//   stack), close_range;
+// - in `init.rs`: fcntl and dup2 of the standard descriptors, sigaction, rt_sigprocmask,
+//   signalfd4, set_tid_address, clone of the init and of the program on their stacks, prctl,
+//   write of the starter's event descriptor, read, wait4, kill, close_range, rt_sigaction,
+//   pause, _exit and exit_group; and the program's execve (`exec.rs`) of arrays the starter
+//   built.
 impl init::Steps for ChildSetup {
     fn before(&mut self) -> io::Result<()> {
         self.enter()?;

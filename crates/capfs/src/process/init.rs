@@ -392,32 +392,9 @@ fn default_signals() {
     }
 }
 
-/// The set of `signals`.
-#[allow(unsafe_code)]
-fn set_of(signals: &[i32]) -> libc::sigset_t {
-    // SAFETY: a set on this stack, filled by the C library's own functions.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut set);
-        for &signal in signals {
-            libc::sigaddset(&raw mut set, signal);
-        }
-        set
-    }
-}
-
-/// Sets this process's signal mask to `set` (`how` `SIG_SETMASK`), or blocks or unblocks it.
-#[allow(unsafe_code)]
-fn mask(how: libc::c_int, set: &libc::sigset_t) {
-    // SAFETY: reads the set on the caller's stack; cannot fail with a valid `how`.
-    unsafe { libc::sigprocmask(how, set, std::ptr::null_mut()) };
-}
-
 /// The signals the keeper takes from its signal descriptor: those it relays, and `SIGCHLD`.
-fn kept_signals() -> libc::sigset_t {
-    let mut signals = [libc::SIGCHLD; RELAYED.len() + 1];
-    signals[..RELAYED.len()].copy_from_slice(&RELAYED);
-    set_of(&signals)
+fn kept_signals() -> u64 {
+    kernel_set(&RELAYED) | kernel_set(&[libc::SIGCHLD])
 }
 
 /// A signal descriptor for [`kept_signals`], which stay blocked (as every signal is from the
@@ -425,13 +402,21 @@ fn kept_signals() -> libc::sigset_t {
 #[allow(unsafe_code)]
 fn signal_descriptor() -> io::Result<OwnedFd> {
     let set = kept_signals();
-    // SAFETY: a new descriptor for the set on this stack.
-    let fd = unsafe { libc::signalfd(-1, &raw const set, libc::SFD_CLOEXEC) };
+    // SAFETY: a new descriptor for the kernel's 8-byte set on this stack.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_signalfd4,
+            -1,
+            &raw const set,
+            size_of::<u64>(),
+            libc::SFD_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the descriptor just made, owned by no one else.
-    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) })
 }
 
 /// In the keeper, once its steps before the namespaces' first process have run: makes the
@@ -472,7 +457,7 @@ struct ProgramStart<'a> {
 
 extern "C" fn program_main(start: *mut c_void) -> libc::c_int {
     // The keeper blocks every signal until it waits; the program starts with none blocked.
-    mask(libc::SIG_SETMASK, &set_of(&[]));
+    raw_mask(libc::SIG_SETMASK, 0);
     // SAFETY: the keeper passes its `ProgramStart`, and is stopped until this process has
     // replaced itself or ended (`CLONE_VFORK`).
     #[allow(unsafe_code)]
@@ -565,7 +550,7 @@ fn start_init(memory: &Memory) -> io::Result<Pid> {
 fn keep(program: Pid, init: Pid, signals: &OwnedFd, started: &mut dyn FnMut()) -> ! {
     let _ = rustix::thread::set_name(c"capfs-keeper");
     // Every signal was blocked so far; those the descriptor takes stay blocked.
-    mask(libc::SIG_SETMASK, &kept_signals());
+    raw_mask(libc::SIG_SETMASK, kept_signals());
     let first_free = libc::SIGRTMIN();
     let signals = signals.as_raw_fd();
     started();
@@ -626,8 +611,8 @@ fn exit_as(status: Option<WaitStatus>, first_free: i32) -> ! {
     }
 }
 
-/// The kernel's mask of `signals` (bit `n - 1` for signal `n`), the form `rt_sigprocmask` and
-/// `rt_sigaction` read.
+/// The kernel's mask of `signals` (bit `n - 1` for signal `n`), the form `rt_sigprocmask`,
+/// `rt_sigaction` and `signalfd4` read.
 fn kernel_set(signals: &[i32]) -> u64 {
     signals
         .iter()

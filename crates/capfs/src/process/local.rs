@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rustix::process::{PidfdFlags, Resource};
+use rustix::process::Resource;
 
 use super::cgroup::CgroupParent;
 use super::child::{self, ChildSetup};
@@ -385,13 +385,7 @@ impl ExecutorProcesses for LocalProcesses {
                 return Err(e);
             }
         };
-        let pid = child
-            .id()
-            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
-        let pidfd = rustix::process::pidfd_open(
-            pid.ok_or_else(|| error::child_lacks("the process has no id"))?,
-            PidfdFlags::empty(),
-        )?;
+        let pidfd = child.pidfd()?;
         run::launch(
             child,
             pidfd,

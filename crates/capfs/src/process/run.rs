@@ -77,6 +77,23 @@ impl Child {
         }
     }
 
+    /// A descriptor of the process: a copy of its keeper's, else one opened for its id.
+    pub(crate) fn pidfd(&self) -> io::Result<OwnedFd> {
+        match self {
+            Self::Spawned(child) => {
+                let pid = child
+                    .id()
+                    .and_then(|id| Pid::from_raw(id as i32))
+                    .ok_or_else(|| error::child_lacks("the process has no id"))?;
+                Ok(rustix::process::pidfd_open(
+                    pid,
+                    rustix::process::PidfdFlags::empty(),
+                )?)
+            }
+            Self::Kept { keeper, .. } => keeper.pidfd().try_clone_to_owned(),
+        }
+    }
+
     pub(crate) fn start_kill(&mut self) -> io::Result<()> {
         match self {
             Self::Spawned(child) => child.start_kill(),
