@@ -79,6 +79,12 @@ pub(crate) fn text_frame_length(made: usize, announced: usize) -> io::Error {
     ))
 }
 
+pub(crate) fn encoder_ended(piece: usize) -> io::Error {
+    io::Error::other(format!(
+        "the thread encoding a reply ended before its piece {piece}"
+    ))
+}
+
 pub(crate) fn websocket_writer_failed() -> io::Error {
     io::Error::new(ErrorKind::BrokenPipe, "the WebSocket's writer failed")
 }

@@ -1,14 +1,15 @@
 //! Replies that carry more of a file than one piece (`fs/readFile`, `fs/readBlock`) are encoded
-//! by the connection's writer as it writes them. The text's length is known before any of it is
+//! as the connection's writer writes them. The text's length is known before any of it is
 //! made (the base64 of so many bytes, and the envelope), so on a TCP connection the writer takes
 //! the socket, as for a data frame (`outgoing.rs`), writes the text frame's header and then the
-//! text piece by piece, each piece encoded into one buffer just before it is written. The peer
-//! receives the first bytes while the rest are encoded, where it waited for the last byte to be
-//! encoded, and the text is never whole in memory, nor copied again into tungstenite's buffer:
-//! a 1 MiB block costs the server one copy of each byte out of the page cache and one into the
-//! socket, besides the encoding (docs/performance.md, "Round four"). Where the writer has no
-//! socket of its own (stdio, any byte stream), the text is built whole and goes through
-//! tungstenite.
+//! text piece by piece. The writer makes the first piece; a thread of the blocking pool encodes
+//! the next ones while the writer sends those before ([`Pieces`]), at most [`LEAD_PIECES`]
+//! ahead. The peer receives the first bytes while the rest are encoded, the text is never whole
+//! in memory, nor copied again into tungstenite's buffer: a 1 MiB block costs the server one
+//! copy of each byte out of the page cache and one into the socket, besides the encoding, which
+//! runs beside the writing (docs/performance.md, "Round four" and "Round nine"). Where the
+//! writer has no socket of its own (stdio, any byte stream), the text is built whole and goes
+//! through tungstenite.
 //!
 //! The frame is the same one message tungstenite would have written: a peer cannot tell them
 //! apart.
@@ -19,8 +20,11 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use super::budget::Reservation;
 use super::payload::base64_len;
 use crate::encoding::STANDARD;
-use crate::transport::shared::DirectSocket;
+use crate::transport::shared::{DirectSocket, TextPieces};
 use base64::Engine;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::mpsc;
 
 /// The file bytes one piece carries: a multiple of 3, so that every piece's base64 but the
 /// last ends without padding and the pieces join into the base64 of the whole. Its text is
@@ -68,7 +72,7 @@ impl EncodedReply {
 
 /// Sends `reply`: into `socket` piece by piece when the writer has one, else as one message
 /// through `sink`. False when the connection broke. Its reservation is given back once the
-/// text is out.
+/// text is out and no thread encodes any of it.
 pub(crate) async fn send<S>(
     sink: &mut S,
     socket: Option<&DirectSocket>,
@@ -84,56 +88,183 @@ where
         return sent;
     };
     let len = reply.text_len();
-    let mut pieces = Pieces::new(&reply);
-    let sent = socket
-        .send_text_frame(sink, len, |buffer| pieces.next_into(buffer))
-        .await;
+    let mut pieces = Pieces::start(reply);
+    let sent = socket.send_text_frame(sink, len, &mut pieces).await;
     if let Err(e) = &sent {
         tracing::debug!("writing an encoded reply failed: {e}");
     }
-    drop(reply);
     sent.is_ok()
 }
 
-/// The text of a reply, made piece by piece.
-struct Pieces<'a> {
-    opening: Option<&'a str>,
-    parts: std::iter::Peekable<std::slice::Chunks<'a, u8>>,
-    closing: &'a str,
+/// How many pieces a helper makes ahead of the writer at most (2 MiB of text): a 1 MiB block is
+/// made in one go, and a larger reply's text is never whole in memory.
+const LEAD_PIECES: usize = 8;
+
+/// The text of a reply, made piece by piece. The writer makes the first piece; from the second
+/// on, a thread of the blocking pool (the helper) encodes them ahead of the writer while the
+/// writer sends the ones before, so that the encoding of a large reply runs beside its
+/// writing, on the other core, where one thread did both in turn. Either side claims the next
+/// piece nobody has claimed ([`Progress::unclaimed`]): a writer that finds its next piece
+/// unclaimed (the helper not started yet, the pool busy, or the helper ended) makes it itself
+/// and never waits for the pool; one whose next piece the helper claimed waits for it, which is
+/// being encoded. A helper [`LEAD_PIECES`] ahead of the writer ends rather than wait for the
+/// peer (a peer that never reads holds no thread); the writer starts another once the last has
+/// ended and pieces are left.
+struct Pieces {
+    progress: Arc<Progress>,
+    /// The piece the writer asks for next.
+    next: usize,
+    /// The pieces the running (or last) helper made, in the order it claimed them; closed once
+    /// it ended.
+    made: Option<mpsc::UnboundedReceiver<(usize, Vec<u8>)>>,
 }
 
-impl<'a> Pieces<'a> {
-    fn new(reply: &'a EncodedReply) -> Self {
-        Self {
-            opening: Some(&reply.opening),
-            parts: reply.data.chunks(PIECE_DATA_BYTES).peekable(),
-            closing: reply.closing,
+/// What the writer and its helpers share: the reply (and so its reservation, given back when
+/// the last of them lets go) and how far each got.
+struct Progress {
+    reply: EncodedReply,
+    /// Pieces in the text: at least one.
+    count: usize,
+    /// The first piece neither side has claimed.
+    unclaimed: AtomicUsize,
+    /// The pieces the writer has taken.
+    taken: AtomicUsize,
+}
+
+impl Progress {
+    /// Claims the next piece for a helper: none once all are claimed or the helper is
+    /// [`LEAD_PIECES`] ahead of the writer.
+    fn claim_ahead(&self) -> Option<usize> {
+        let mut index = self.unclaimed.load(Ordering::Acquire);
+        loop {
+            let ahead = index.saturating_sub(self.taken.load(Ordering::Acquire));
+            if index >= self.count || ahead >= LEAD_PIECES {
+                return None;
+            }
+            match self.unclaimed.compare_exchange(
+                index,
+                index + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(index),
+                Err(now) => index = now,
+            }
         }
+    }
+}
+
+impl Pieces {
+    /// The pieces of `reply`, the writer's first claimed, and a helper started when there are
+    /// more.
+    fn start(reply: EncodedReply) -> Self {
+        let count = reply.data.len().div_ceil(PIECE_DATA_BYTES).max(1);
+        let progress = Arc::new(Progress {
+            reply,
+            count,
+            unclaimed: AtomicUsize::new(1),
+            taken: AtomicUsize::new(0),
+        });
+        let mut pieces = Self {
+            progress,
+            next: 0,
+            made: None,
+        };
+        pieces.help();
+        pieces
     }
 
-    /// Appends the next piece to `buffer`; false once it was the last.
-    fn next_into(&mut self, buffer: &mut Vec<u8>) -> bool {
-        if let Some(opening) = self.opening.take() {
-            buffer.extend_from_slice(opening.as_bytes());
+    /// Starts a helper when pieces are left unclaimed and no helper runs: none was started, or
+    /// the last one ended and the writer has every piece it made.
+    fn help(&mut self) {
+        let progress = &self.progress;
+        if progress.unclaimed.load(Ordering::Acquire) >= progress.count {
+            return;
         }
-        let part = self.parts.next().unwrap_or_default();
-        let start = buffer.len();
-        buffer.resize(start + base64_len(part.len() as u64) as usize, 0);
-        let written = STANDARD
-            .encode_slice(part, &mut buffer[start..])
-            .expect("room for the base64 of the part");
-        buffer.truncate(start + written);
-        let more = self.parts.peek().is_some();
-        if !more {
-            buffer.extend_from_slice(self.closing.as_bytes());
+        if let Some(made) = &self.made
+            && !(made.is_closed() && made.is_empty())
+        {
+            return;
         }
-        more
+        let (tx, rx) = mpsc::unbounded_channel();
+        let progress = Arc::clone(progress);
+        drop(tokio::task::spawn_blocking(move || {
+            while let Some(index) = progress.claim_ahead() {
+                let text = piece(&progress.reply, progress.count, index, &[]);
+                if tx.send((index, text)).is_err() {
+                    break;
+                }
+            }
+        }));
+        self.made = Some(rx);
     }
+}
+
+impl TextPieces for Pieces {
+    async fn next_piece(&mut self, front: &[u8]) -> std::io::Result<(Vec<u8>, bool)> {
+        let index = self.next;
+        self.next += 1;
+        let progress = &self.progress;
+        let more = self.next < progress.count;
+        let mine = index == 0
+            || progress
+                .unclaimed
+                .compare_exchange(index, index + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+        let text = if mine {
+            piece(&progress.reply, progress.count, index, front)
+        } else {
+            // A helper claimed it; the pieces it made before are the writer's already.
+            match self.made.as_mut() {
+                Some(made) => match made.recv().await {
+                    Some((made, text)) if made == index => text,
+                    _ => return Err(crate::error::encoder_ended(index)),
+                },
+                None => return Err(crate::error::encoder_ended(index)),
+            }
+        };
+        progress.taken.store(self.next, Ordering::Release);
+        if more {
+            self.help();
+        }
+        Ok((text, more))
+    }
+}
+
+/// Piece `index` of the `count` of `reply`'s text, `front` before it: the opening before the
+/// first, the closing after the last.
+fn piece(reply: &EncodedReply, count: usize, index: usize, front: &[u8]) -> Vec<u8> {
+    let start = (index * PIECE_DATA_BYTES).min(reply.data.len());
+    let part = &reply.data[start..(start + PIECE_DATA_BYTES).min(reply.data.len())];
+    let opening = if index == 0 {
+        reply.opening.as_bytes()
+    } else {
+        &[]
+    };
+    let closing = if index + 1 == count {
+        reply.closing.as_bytes()
+    } else {
+        &[]
+    };
+    let encoded = base64_len(part.len() as u64) as usize;
+    let mut text = Vec::with_capacity(front.len() + opening.len() + encoded + closing.len());
+    text.extend_from_slice(front);
+    text.extend_from_slice(opening);
+    let at = text.len();
+    text.resize(at + encoded, 0);
+    let written = STANDARD
+        .encode_slice(part, &mut text[at..])
+        .expect("room for the base64 of the part");
+    text.truncate(at + written);
+    text.extend_from_slice(closing);
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const FRONT: &[u8] = b"HEAD";
 
     fn reply(data: Vec<u8>) -> EncodedReply {
         EncodedReply {
@@ -144,8 +275,38 @@ mod tests {
         }
     }
 
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 256) as u8).collect()
+    }
+
+    fn whole(data: &[u8]) -> String {
+        format!(
+            r#"HEAD{{"id":7,"result":{{"chunk":"{}","eof":false}}}}"#,
+            STANDARD.encode(data)
+        )
+    }
+
+    /// Every piece of `pieces` joined, and how many there were.
+    async fn join(pieces: &mut Pieces) -> (String, usize) {
+        let (mut text, mut count) = (Vec::new(), 0);
+        loop {
+            let front = if count == 0 { FRONT } else { &[] };
+            let (piece, more) = pieces.next_piece(front).await.expect("a piece");
+            text.extend_from_slice(&piece);
+            count += 1;
+            if !more {
+                return (String::from_utf8(text).unwrap(), count);
+            }
+        }
+    }
+
     #[test]
     fn the_pieces_join_into_the_whole_text_of_the_announced_length() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let _in_runtime = runtime.enter();
         for len in [
             0,
             1,
@@ -154,29 +315,102 @@ mod tests {
             PIECE_DATA_BYTES + 1,
             2 * PIECE_DATA_BYTES + 2,
             1 << 20,
+            (16 << 20) + 5,
         ] {
-            let data: Vec<u8> = (0..len).map(|i| (i * 31 % 256) as u8).collect();
-            let whole = format!(
-                r#"{{"id":7,"result":{{"chunk":"{}","eof":false}}}}"#,
-                STANDARD.encode(&data)
-            );
+            let data = data(len);
+            let whole = whole(&data);
             let reply = reply(data);
-            assert_eq!(reply.text_len(), whole.len(), "{len}");
-            let mut pieces = Pieces::new(&reply);
-            let mut text = Vec::new();
-            let mut count = 0;
+            assert_eq!(FRONT.len() + reply.text_len(), whole.len(), "{len}");
+            let (text, count) = runtime.block_on(join(&mut Pieces::start(reply)));
+            assert_eq!(count, len.div_ceil(PIECE_DATA_BYTES).max(1), "{len}");
+            assert_eq!(text, whole, "{len}");
+            let (text, _) = self::reply(self::data(len)).into_text();
+            assert_eq!(format!("HEAD{text}"), whole, "{len}");
+        }
+    }
+
+    /// A writer whose blocking pool is busy makes every piece itself instead of waiting for a
+    /// thread, and the reply (with its reservation) lives until the helper that started late
+    /// has ended.
+    #[test]
+    fn a_writer_whose_pool_is_busy_makes_every_piece_itself() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        let _in_runtime = runtime.enter();
+        let (busy, free) = std::sync::mpsc::channel::<()>();
+        let occupied = runtime.spawn_blocking(move || free.recv());
+        let data = data(3 * PIECE_DATA_BYTES + 7);
+        let whole = whole(&data);
+        let mut pieces = Pieces::start(reply(data));
+        let held = Arc::downgrade(&pieces.progress);
+        // Bounded, so that a writer that waits for the pool fails here instead of hanging.
+        let bound = std::time::Duration::from_secs(60);
+        let joined = runtime.block_on(tokio::time::timeout(bound, join(&mut pieces)));
+        assert_eq!(joined.expect("made without the pool"), (whole, 4));
+        drop(pieces);
+        assert!(
+            held.upgrade().is_some(),
+            "the waiting helper holds the reply"
+        );
+        busy.send(()).unwrap();
+        runtime.block_on(async {
+            occupied.await.unwrap().unwrap();
+            // One thread runs the pool's tasks in order: this one runs after the helper.
+            tokio::task::spawn_blocking(|| ()).await.unwrap();
+        });
+        assert!(
+            held.upgrade().is_none(),
+            "the helper ended and let go of the reply"
+        );
+    }
+
+    /// A helper ends once it is [`LEAD_PIECES`] ahead of the writer, however slow the peer, and
+    /// the writer's later helpers and own pieces still make the whole text.
+    #[test]
+    fn a_helper_ends_its_lead_ahead_and_the_text_still_comes_whole() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let _in_runtime = runtime.enter();
+        // One thread runs the pool's tasks in order: a task spawned after the helper ends after it.
+        let after_the_helpers = || {
+            runtime
+                .block_on(tokio::task::spawn_blocking(|| ()))
+                .unwrap()
+        };
+        let (busy, free) = std::sync::mpsc::channel::<()>();
+        let occupied = runtime.spawn_blocking(move || free.recv());
+        let count = 3 * LEAD_PIECES;
+        let data = data(count * PIECE_DATA_BYTES - 1);
+        let whole = whole(&data);
+        let mut pieces = Pieces::start(reply(data));
+        let (first, more) = runtime.block_on(pieces.next_piece(FRONT)).unwrap();
+        assert!(more);
+        busy.send(()).unwrap();
+        runtime.block_on(occupied).unwrap().unwrap();
+        after_the_helpers();
+        let claimed = pieces.progress.unclaimed.load(Ordering::Acquire);
+        assert_eq!(
+            claimed,
+            1 + LEAD_PIECES,
+            "the helper stopped its lead past the writer"
+        );
+        let (rest, taken) = runtime.block_on(async {
+            let (mut rest, mut taken) = (Vec::new(), 1);
             loop {
-                let mut buffer = Vec::new();
-                let more = pieces.next_into(&mut buffer);
-                text.extend_from_slice(&buffer);
-                count += 1;
+                let (piece, more) = pieces.next_piece(&[]).await.unwrap();
+                rest.extend_from_slice(&piece);
+                taken += 1;
                 if !more {
-                    break;
+                    return (rest, taken);
                 }
             }
-            assert_eq!(count, len.div_ceil(PIECE_DATA_BYTES).max(1), "{len}");
-            assert_eq!(String::from_utf8(text).unwrap(), whole, "{len}");
-            assert_eq!(reply.into_text().0, whole, "{len}");
-        }
+        });
+        assert_eq!(taken, count);
+        assert_eq!([first, rest].concat(), whole.into_bytes());
     }
 }

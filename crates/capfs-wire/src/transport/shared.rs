@@ -182,28 +182,32 @@ impl DirectSocket {
     }
 
     /// Writes one whole text frame (RFC 6455 §5.2, final, unmasked: a server's) of `len` bytes
-    /// after everything `sink` has taken, its payload made piece by piece: `next_piece` appends
-    /// the next piece to the buffer it is given (empty but for the frame's header before the
-    /// first) and says whether more follow; each piece is written before the next is made. A
-    /// payload whose pieces do not add up to `len` is an error, as a broken socket is: the
-    /// connection is over, the frame half out.
-    pub(crate) async fn send_text_frame<S>(
+    /// after everything `sink` has taken, its payload made piece by piece: `pieces` gives the
+    /// next piece, the frame's header in front of the first, and says whether more follow; each
+    /// piece is written as it comes. A payload whose pieces do not add up to `len` is an error,
+    /// as a broken socket is: the connection is over, the frame half out.
+    pub(crate) async fn send_text_frame<S, P>(
         &self,
         sink: &mut S,
         len: usize,
-        mut next_piece: impl FnMut(&mut Vec<u8>) -> bool,
+        pieces: &mut P,
     ) -> io::Result<()>
     where
         S: Sink<WsMessage> + Unpin,
+        P: TextPieces,
     {
         self.take(sink).await?;
         let (head, head_len) = frame_head(0x81, len, None);
-        let mut buffer = head[..head_len].to_vec();
+        let mut front = &head[..head_len];
         let mut written = 0;
         let result = loop {
-            let more = next_piece(&mut buffer);
-            written += buffer.len();
-            if let Err(e) = write_all(&self.socket, &buffer).await {
+            let (piece, more) = match pieces.next_piece(front).await {
+                Ok(next) => next,
+                Err(e) => break Err(e),
+            };
+            front = &[];
+            written += piece.len();
+            if let Err(e) = write_all(&self.socket, &piece).await {
                 break Err(e);
             }
             if !more {
@@ -213,7 +217,6 @@ impl DirectSocket {
                     Err(crate::error::text_frame_length(written - head_len, len))
                 };
             }
-            buffer.clear();
         };
         self.release();
         result
@@ -249,6 +252,17 @@ impl DirectSocket {
             waker.wake();
         }
     }
+}
+
+/// The payload of a text frame [`DirectSocket::send_text_frame`] writes, in the order it goes
+/// out.
+pub(crate) trait TextPieces {
+    /// The next piece, `front` (the frame's header, before the first piece; empty after) in
+    /// front of it, and whether more follow.
+    fn next_piece(
+        &mut self,
+        front: &[u8],
+    ) -> impl std::future::Future<Output = io::Result<(Vec<u8>, bool)>> + Send;
 }
 
 /// Writes all of `bytes` to the socket, waiting for room.
