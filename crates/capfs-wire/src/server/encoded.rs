@@ -23,7 +23,7 @@ use crate::encoding::STANDARD;
 use crate::transport::shared::{DirectSocket, TextPieces};
 use base64::Engine;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::mpsc;
 
 /// The file bytes one piece carries: a multiple of 3, so that every piece's base64 but the
@@ -73,10 +73,14 @@ impl EncodedReply {
 /// Sends `reply`: into `socket` piece by piece when the writer has one, else as one message
 /// through `sink`. False when the connection broke. Its reservation is given back once the
 /// text is out and no thread encodes any of it.
+///
+/// `helper` is the writer's: one writer has at most one helper queued or running at a time,
+/// so a busy pool holds at most one waiting task per connection, and that task holds no reply.
 pub(crate) async fn send<S>(
     sink: &mut S,
     socket: Option<&DirectSocket>,
     reply: EncodedReply,
+    helper: &Helper,
 ) -> bool
 where
     S: Sink<WsMessage> + Unpin,
@@ -88,7 +92,7 @@ where
         return sent;
     };
     let len = reply.text_len();
-    let mut pieces = Pieces::start(reply);
+    let mut pieces = Pieces::start(reply, helper);
     let sent = socket.send_text_frame(sink, len, &mut pieces).await;
     if let Err(e) = &sent {
         tracing::debug!("writing an encoded reply failed: {e}");
@@ -100,6 +104,21 @@ where
 /// made in one go, and a larger reply's text is never whole in memory.
 const LEAD_PIECES: usize = 8;
 
+/// Whether one writer's helper is queued on the blocking pool or running.
+#[derive(Debug, Default)]
+pub(crate) struct Helper {
+    busy: Arc<AtomicBool>,
+}
+
+/// Ends a helper's turn when dropped, whether it ran or was dropped unrun.
+struct TurnEnds(Arc<AtomicBool>);
+
+impl Drop for TurnEnds {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// The text of a reply, made piece by piece. The writer makes the first piece; from the second
 /// on, a thread of the blocking pool (the helper) encodes them ahead of the writer while the
 /// writer sends the ones before, so that the encoding of a large reply runs beside its
@@ -109,17 +128,20 @@ const LEAD_PIECES: usize = 8;
 /// and never waits for the pool; one whose next piece the helper claimed waits for it, which is
 /// being encoded. A helper [`LEAD_PIECES`] ahead of the writer ends rather than wait for the
 /// peer (a peer that never reads holds no thread); the writer starts another once the last has
-/// ended and pieces are left.
+/// ended and pieces are left. A helper still queued holds only a weak reference: the reply and
+/// its reservation go as soon as the writer is done with them.
 struct Pieces {
     progress: Arc<Progress>,
     /// The piece the writer asks for next.
     next: usize,
-    /// The pieces the running (or last) helper made, in the order it claimed them; closed once
-    /// it ended.
+    /// The pieces the last helper started for this reply made, in the order it claimed them;
+    /// closed once it ended.
     made: Option<mpsc::UnboundedReceiver<(usize, Vec<u8>)>>,
+    /// The writer's helper, busy or not.
+    busy: Arc<AtomicBool>,
 }
 
-/// What the writer and its helpers share: the reply (and so its reservation, given back when
+/// What the writer and its helper share: the reply (and so its reservation, given back when
 /// the last of them lets go) and how far each got.
 struct Progress {
     reply: EncodedReply,
@@ -155,9 +177,9 @@ impl Progress {
 }
 
 impl Pieces {
-    /// The pieces of `reply`, the writer's first claimed, and a helper started when there are
-    /// more.
-    fn start(reply: EncodedReply) -> Self {
+    /// The pieces of `reply`, the writer's first claimed, and `helper` started when there are
+    /// more and it is free.
+    fn start(reply: EncodedReply, helper: &Helper) -> Self {
         let count = reply.data.len().div_ceil(PIECE_DATA_BYTES).max(1);
         let progress = Arc::new(Progress {
             reply,
@@ -169,13 +191,15 @@ impl Pieces {
             progress,
             next: 0,
             made: None,
+            busy: Arc::clone(&helper.busy),
         };
         pieces.help();
         pieces
     }
 
-    /// Starts a helper when pieces are left unclaimed and no helper runs: none was started, or
-    /// the last one ended and the writer has every piece it made.
+    /// Starts the helper when pieces are left unclaimed, the writer has every piece the last
+    /// helper of this reply made, and the helper is free (not queued nor running for this or
+    /// an earlier reply).
     fn help(&mut self) {
         let progress = &self.progress;
         if progress.unclaimed.load(Ordering::Acquire) >= progress.count {
@@ -186,9 +210,21 @@ impl Pieces {
         {
             return;
         }
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
-        let progress = Arc::clone(progress);
+        let progress = Arc::downgrade(progress);
+        let turn = TurnEnds(Arc::clone(&self.busy));
         drop(tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            let Some(progress) = progress.upgrade() else {
+                return;
+            };
             while let Some(index) = progress.claim_ahead() {
                 let text = piece(&progress.reply, progress.count, index, &[]);
                 if tx.send((index, text)).is_err() {
@@ -214,7 +250,7 @@ impl TextPieces for Pieces {
         let text = if mine {
             piece(&progress.reply, progress.count, index, front)
         } else {
-            // A helper claimed it; the pieces it made before are the writer's already.
+            // The helper claimed it; the pieces it made before are the writer's already.
             match self.made.as_mut() {
                 Some(made) => match made.recv().await {
                     Some((made, text)) if made == index => text,
@@ -321,7 +357,8 @@ mod tests {
             let whole = whole(&data);
             let reply = reply(data);
             assert_eq!(FRONT.len() + reply.text_len(), whole.len(), "{len}");
-            let (text, count) = runtime.block_on(join(&mut Pieces::start(reply)));
+            let helper = Helper::default();
+            let (text, count) = runtime.block_on(join(&mut Pieces::start(reply, &helper)));
             assert_eq!(count, len.div_ceil(PIECE_DATA_BYTES).max(1), "{len}");
             assert_eq!(text, whole, "{len}");
             let (text, _) = self::reply(self::data(len)).into_text();
@@ -330,8 +367,8 @@ mod tests {
     }
 
     /// A writer whose blocking pool is busy makes every piece itself instead of waiting for a
-    /// thread, and the reply (with its reservation) lives until the helper that started late
-    /// has ended.
+    /// thread; the helper left queued holds nothing of the reply (its reservation goes with the
+    /// writer's), and the writer queues no second one for its next reply.
     #[test]
     fn a_writer_whose_pool_is_busy_makes_every_piece_itself() {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -342,19 +379,28 @@ mod tests {
         let _in_runtime = runtime.enter();
         let (busy, free) = std::sync::mpsc::channel::<()>();
         let occupied = runtime.spawn_blocking(move || free.recv());
-        let data = data(3 * PIECE_DATA_BYTES + 7);
-        let whole = whole(&data);
-        let mut pieces = Pieces::start(reply(data));
-        let held = Arc::downgrade(&pieces.progress);
+        let helper = Helper::default();
         // Bounded, so that a writer that waits for the pool fails here instead of hanging.
         let bound = std::time::Duration::from_secs(60);
-        let joined = runtime.block_on(tokio::time::timeout(bound, join(&mut pieces)));
-        assert_eq!(joined.expect("made without the pool"), (whole, 4));
-        drop(pieces);
-        assert!(
-            held.upgrade().is_some(),
-            "the waiting helper holds the reply"
-        );
+        for reply_number in 0..2 {
+            let data = data(3 * PIECE_DATA_BYTES + 7);
+            let whole = whole(&data);
+            let mut pieces = Pieces::start(reply(data), &helper);
+            assert_eq!(
+                pieces.made.is_some(),
+                reply_number == 0,
+                "a helper is queued for the first reply only"
+            );
+            let held = Arc::downgrade(&pieces.progress);
+            let joined = runtime.block_on(tokio::time::timeout(bound, join(&mut pieces)));
+            assert_eq!(joined.expect("made without the pool"), (whole, 4));
+            drop(pieces);
+            assert!(held.upgrade().is_none(), "the queued helper holds no reply");
+            assert!(
+                helper.busy.load(Ordering::Acquire),
+                "the helper is still queued"
+            );
+        }
         busy.send(()).unwrap();
         runtime.block_on(async {
             occupied.await.unwrap().unwrap();
@@ -362,8 +408,8 @@ mod tests {
             tokio::task::spawn_blocking(|| ()).await.unwrap();
         });
         assert!(
-            held.upgrade().is_none(),
-            "the helper ended and let go of the reply"
+            !helper.busy.load(Ordering::Acquire),
+            "the helper's turn ended"
         );
     }
 
@@ -387,7 +433,8 @@ mod tests {
         let count = 3 * LEAD_PIECES;
         let data = data(count * PIECE_DATA_BYTES - 1);
         let whole = whole(&data);
-        let mut pieces = Pieces::start(reply(data));
+        let helper = Helper::default();
+        let mut pieces = Pieces::start(reply(data), &helper);
         let (first, more) = runtime.block_on(pieces.next_piece(FRONT)).unwrap();
         assert!(more);
         busy.send(()).unwrap();

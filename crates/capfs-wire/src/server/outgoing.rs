@@ -32,7 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::budget::{ConnectionBudget, Reservation};
-use super::encoded::{self, EncodedReply};
+use super::encoded::{self, EncodedReply, Helper};
 use super::stall::WriterClock;
 use super::work::Work;
 use crate::error::stream_idle;
@@ -200,6 +200,8 @@ pub(crate) struct Writer {
     /// The reservation of the last message fed to tungstenite, until it is flushed.
     unflushed: Option<Reservation>,
     clock: Arc<WriterClock>,
+    /// The thread that encodes large replies ahead of this writer.
+    helper: Helper,
 }
 
 impl Writer {
@@ -209,6 +211,7 @@ impl Writer {
             frames: FileFrames::new(work),
             unflushed: None,
             clock,
+            helper: Helper::default(),
         }
     }
 }
@@ -231,7 +234,7 @@ impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, Tracked> for Writer {
                 sent
             }
             Tracked::Encoded(reply) => {
-                let sent = encoded::send(sink, socket, reply).await;
+                let sent = encoded::send(sink, socket, reply, &self.helper).await;
                 self.unflushed = None;
                 sent
             }
