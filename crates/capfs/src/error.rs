@@ -151,7 +151,8 @@ pub fn stream_ended_early(got: u64, size: u64) -> io::Error {
     )
 }
 
-pub(crate) fn stream_too_long(size: u64) -> io::Error {
+/// A sized stream that carried more than its announced `size` bytes.
+pub fn stream_too_long(size: u64) -> io::Error {
     io::Error::new(
         ErrorKind::InvalidInput,
         format!("the data stream carried more than the announced {size} bytes"),

@@ -16,7 +16,7 @@ use crate::protocol::{
     CAPFS_READ_FILE_STREAM_METHOD, CAPFS_WRITE_FILE_STREAM_METHOD, DATA_CHUNK_BYTES,
     ReadStreamParams, StreamResponse, WriteStreamParams, data_frame_header, data_frame_last_header,
 };
-use capfs::error::{check_stream_size, stream_ended_early};
+use capfs::error::{check_stream_size, stream_ended_early, stream_too_long};
 use capfs::{AbsolutePathBuf, ExecutorFileSystem, WriteOptions};
 
 /// Data frames a streamed read may have queued between the socket and its consumer.
@@ -128,6 +128,12 @@ impl RemoteFileSystem {
             progress(written);
             return Ok(written);
         }
+        // A source that carries more than `size` fails before its last bytes go out, so the
+        // server never replaces the file with its first `size` bytes; with `size` 0 the request
+        // itself is all the server waits for.
+        if size == Some(0) && carries_more(reader).await? {
+            return Err(stream_too_long(0));
+        }
         let client = &self.client;
         let _slot = client
             .upload_slots
@@ -178,6 +184,15 @@ impl RemoteFileSystem {
                 .fill(&mut *reader, &header, want)
                 .await
                 .inspect_err(|_| client.abort_upload(&header))?;
+            if let Some(size) = size
+                && n as u64 == left
+                && carries_more(reader)
+                    .await
+                    .inspect_err(|_| client.abort_upload(&header))?
+            {
+                client.abort_upload(&header);
+                return Err(stream_too_long(size));
+            }
             if n == 0 {
                 if let Some(size) = size {
                     client.abort_upload(&header);
@@ -206,6 +221,11 @@ impl RemoteFileSystem {
         }
         Ok(sent)
     }
+}
+
+/// Whether `reader` has a byte left.
+async fn carries_more(reader: &mut (dyn tokio::io::AsyncRead + Unpin + Send)) -> io::Result<bool> {
+    Ok(reader.read(&mut [0u8; 1]).await? > 0)
 }
 
 /// Removes a streamed read's consumer when the read ends, however it ends.
