@@ -27,6 +27,39 @@ pub use options::{
 /// backends give the same kind for the same situation.
 pub type FileSystemResult<T> = std::io::Result<T>;
 
+/// The contents of a streamed write as owned pieces, for
+/// [`ExecutorFileSystem::write_file_from_chunks`].
+pub trait WriteChunks: Send {
+    /// The next piece, or `None` at the end. A piece may be empty. An error ends the write,
+    /// which then leaves the file as it was.
+    fn poll_next_chunk(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<bytes::Bytes>>>;
+}
+
+/// Pieces read as bytes, for a backend that takes a reader.
+struct ChunksReader<'a> {
+    chunks: &'a mut dyn WriteChunks,
+    current: bytes::Bytes,
+}
+
+impl tokio::io::AsyncRead for ChunksReader<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        while this.current.is_empty() {
+            match std::task::ready!(this.chunks.poll_next_chunk(cx))? {
+                Some(chunk) => this.current = chunk,
+                None => return Poll::Ready(Ok(())),
+            }
+        }
+        let n = this.current.len().min(buf.remaining());
+        buf.put_slice(&this.current.split_to(n));
+        Poll::Ready(Ok(()))
+    }
+}
+
 /// What [`ExecutorFileSystem::narrowed`] returns.
 #[non_exhaustive]
 pub struct Narrowed {
@@ -160,6 +193,31 @@ pub trait ExecutorFileSystem: Send + Sync {
         self.write_file(path, data).await?;
         progress(written);
         Ok(written)
+    }
+
+    /// [`write_file_from`](Self::write_file_from) with the contents in owned pieces: the same
+    /// replacement, sizes, progress and errors. A caller that receives its data in buffers of its
+    /// own (a server its data frames) hands them over as they are, and a backend that writes
+    /// each piece from there makes no copy of it first (the local backend). The default
+    /// implementation reads the pieces through [`write_file_from`](Self::write_file_from).
+    ///
+    /// # Errors
+    ///
+    /// As [`write_file_from`](Self::write_file_from), the error of `chunks` as that of its reader.
+    async fn write_file_from_chunks(
+        &self,
+        path: &AbsolutePathBuf,
+        chunks: &mut dyn WriteChunks,
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let mut reader = ChunksReader {
+            chunks,
+            current: bytes::Bytes::new(),
+        };
+        self.write_file_from(path, &mut reader, size, options, progress)
+            .await
     }
 
     /// Replaces the file's contents atomically (temporary file in the same directory, then rename).

@@ -85,7 +85,7 @@ pub mod defaults {
 pub use file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
     Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WALK_BYTES_LIMIT, WALK_DEPTH_LIMIT,
-    WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions, WriteOptions,
+    WALK_ENTRY_LIMIT, Walk, WalkEntry, WalkError, WalkOptions, WriteChunks, WriteOptions,
 };
 pub use local::{COPY_DEPTH_LIMIT, DEFAULT_READ_LIMIT, LocalFileSystem, Narrowing};
 pub use path::AbsolutePathBuf;

@@ -17,6 +17,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+mod chunks;
 mod data_frames;
 mod transfers;
 

@@ -1,6 +1,6 @@
 //! The data-frame extension: `capfs/readFileStream` and `capfs/writeFileStream`, served over
 //! the trait's [`read_file_to`](ExecutorFileSystem::read_file_to) and
-//! [`write_file_from`](ExecutorFileSystem::write_file_from).
+//! [`write_file_from_chunks`](ExecutorFileSystem::write_file_from_chunks).
 //!
 //! A streamed read sends the file as data frames (binary WebSocket frames: a zero tag byte, the
 //! stream id, then up to [`DATA_CHUNK_BYTES`] of contents) and then the JSON response with the
@@ -10,12 +10,14 @@
 //! zero-tagged frame aborts it.
 //!
 //! The backend sees an `AsyncWrite` (the frames it writes are queued for the connection's
-//! writer) or an `AsyncRead` (the chunks the read loop routes here). Both hold a work permit
+//! writer) or [`WriteChunks`] (the chunks the read loop routes here, each handed over in the
+//! buffer it was read into, which the local backend writes from). Both hold a work permit
 //! only while the backend works, and give it back whenever they wait for the peer; both fail
 //! with `TimedOut` when the peer makes no progress for the idle timeout. Memory stays bounded:
 //! a read's frames (the `AsyncWrite` of `frames.rs`) and its backend's batch are reserved in
 //! the outgoing budget (`budget.rs`) before they are read, a write holds at most
-//! [`UPLOAD_QUEUE_CHUNKS`] chunks. On a TCP connection, a read of a file the backend hands over
+//! [`UPLOAD_QUEUE_CHUNKS`] chunks queued, and its backend the batch it writes (the local
+//! backend's: 1 MiB and one chunk at most, in at most 16 chunks). On a TCP connection, a read of a file the backend hands over
 //! as a descriptor (`open_for_transfer`: a local disk) is sent by the connection's writer itself
 //! instead, with no frame queued (`outgoing.rs`).
 
@@ -29,7 +31,6 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
@@ -47,7 +48,7 @@ use crate::protocol::{
     ErrorObject, INVALID_PARAMS, ReadStreamParams, RequestId, StreamResponse, WriteStreamParams,
 };
 use capfs::error::too_large;
-use capfs::{ExecutorFileSystem, WriteOptions};
+use capfs::{ExecutorFileSystem, WriteChunks, WriteOptions};
 
 /// Chunks a streamed write may have queued between the socket and the backend.
 pub(crate) const UPLOAD_QUEUE_CHUNKS: usize = 8;
@@ -227,7 +228,7 @@ pub(crate) fn start_write(
             drop(in_flight);
             return;
         }
-        let mut reader = ChunkReader {
+        let mut chunks = Chunks {
             chunks: rx,
             current: Bytes::new(),
             ended: false,
@@ -239,9 +240,9 @@ pub(crate) fn start_write(
         };
         let written = ctx
             .fs
-            .write_file_from(&p.path, &mut reader, p.size, options, &mut |_| {})
+            .write_file_from_chunks(&p.path, &mut chunks, p.size, options, &mut |_| {})
             .await;
-        drop(reader);
+        drop(chunks);
         let reply = stream_reply(written);
         log.finish(&Payload::for_log(&reply), 0);
         reply::send(&ctx.out, &mut ctx.reply_budget(), id, reply).await;
@@ -297,8 +298,9 @@ async fn deliver(chunks: &mpsc::Sender<Chunk>, chunk: Chunk, idle: Duration) -> 
     )
 }
 
-/// The `AsyncRead` a streamed write's backend reads: the chunks routed by the read loop.
-struct ChunkReader {
+/// What a streamed write's backend takes its contents from: the chunks routed by the read loop,
+/// each handed over as it came off the socket.
+struct Chunks {
     chunks: mpsc::Receiver<Chunk>,
     current: Bytes,
     ended: bool,
@@ -310,42 +312,38 @@ struct ChunkReader {
     work: StreamWork,
 }
 
-impl AsyncRead for ChunkReader {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
+impl WriteChunks for Chunks {
+    fn poll_next_chunk(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Bytes>>> {
         loop {
-            if this.aborted.load(Ordering::Acquire) {
+            if self.aborted.load(Ordering::Acquire) {
                 return Poll::Ready(Err(stream_aborted()));
             }
-            if !this.current.is_empty() || this.ended {
+            if !self.current.is_empty() || self.ended {
                 // The backend gets data only while it may work on it.
-                ready!(this.work.poll_hold(cx));
-                let n = this.current.len().min(buf.remaining());
-                buf.put_slice(&this.current.split_to(n));
-                return Poll::Ready(Ok(()));
-            }
-            this.work.release();
-            if !this.waiting {
-                this.waiting = true;
-                this.deadline.as_mut().reset(Instant::now() + this.idle);
-            }
-            match this.chunks.poll_recv(cx) {
-                Poll::Ready(Some(Chunk::Data(bytes))) => {
-                    this.current = bytes;
-                    this.waiting = false;
+                ready!(self.work.poll_hold(cx));
+                if self.current.is_empty() {
+                    return Poll::Ready(Ok(None));
                 }
-                Poll::Ready(Some(Chunk::End)) => this.ended = true,
-                Poll::Ready(None) if this.aborted.load(Ordering::Acquire) => {
+                return Poll::Ready(Ok(Some(std::mem::take(&mut self.current))));
+            }
+            self.work.release();
+            if !self.waiting {
+                self.waiting = true;
+                self.deadline.as_mut().reset(Instant::now() + self.idle);
+            }
+            match self.chunks.poll_recv(cx) {
+                Poll::Ready(Some(Chunk::Data(bytes))) => {
+                    self.current = bytes;
+                    self.waiting = false;
+                }
+                Poll::Ready(Some(Chunk::End)) => self.ended = true,
+                Poll::Ready(None) if self.aborted.load(Ordering::Acquire) => {
                     return Poll::Ready(Err(stream_aborted()));
                 }
                 Poll::Ready(None) => return Poll::Ready(Err(stream_cut())),
                 Poll::Pending => {
-                    ready!(this.deadline.as_mut().poll(cx));
-                    return Poll::Ready(Err(stream_idle(this.idle)));
+                    ready!(self.deadline.as_mut().poll(cx));
+                    return Poll::Ready(Err(stream_idle(self.idle)));
                 }
             }
         }

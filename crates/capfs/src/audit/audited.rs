@@ -11,7 +11,7 @@ use super::{AuditLog, AuditRecord};
 use crate::{
     AbsolutePathBuf, CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata,
     FileSystemResult, Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, RootDescription,
-    Walk, WalkOptions, WriteOptions,
+    Walk, WalkOptions, WriteChunks, WriteOptions,
 };
 
 /// A call of [`ExecutorFileSystem`] that an audit line names.
@@ -313,6 +313,20 @@ impl<F: ExecutorFileSystem + ?Sized> ExecutorFileSystem for Audited<F> {
         let call = self
             .inner
             .write_file_from(path, reader, size, options, progress);
+        audited!(self, WriteFileFrom, [path], call, |n| *n)
+    }
+
+    async fn write_file_from_chunks(
+        &self,
+        path: &AbsolutePathBuf,
+        chunks: &mut dyn WriteChunks,
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let call = self
+            .inner
+            .write_file_from_chunks(path, chunks, size, options, progress);
         audited!(self, WriteFileFrom, [path], call, |n| *n)
     }
 

@@ -32,6 +32,7 @@ mod remove;
 mod rename;
 mod resolve;
 mod stage;
+mod streamed;
 mod tree;
 mod write;
 
@@ -40,18 +41,19 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::error::{self, check_stream_size, stream_too_long, with_path};
 use crate::file_system::{
     CopyOptions, CreateDirectoryOptions, ExecutorFileSystem, FileMetadata, FileSystemResult,
-    Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteOptions,
+    Narrowed, ReadDirectoryEntry, RemoveOptions, RenameOptions, WriteChunks, WriteOptions,
 };
 use crate::path::AbsolutePathBuf;
 use crate::roots::RootDescription;
 use crate::sandbox::Sandbox;
 use crate::walk::{Walk, WalkOptions};
 pub use narrow::Narrowing;
+use streamed::Source;
 
 /// The default largest file `read_file` returns: 512 MiB.
 pub const DEFAULT_READ_LIMIT: u64 = 512 * 1024 * 1024;
@@ -154,6 +156,56 @@ impl LocalFileSystem {
         tokio::task::spawn_blocking(move || op(&inner))
             .await
             .map_err(|e| error::task_failed(&e))?
+    }
+
+    /// `write_file_from` and `write_file_from_chunks`: the staged file filled batch by batch,
+    /// then moved over the target.
+    async fn write_streamed(
+        &self,
+        path: &AbsolutePathBuf,
+        mut source: Source<'_>,
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let target = path.clone();
+        let mut staged = self.run(move |fs| write::stage(fs, &target)).await?;
+        staged.announce(size);
+        let mut written = 0u64;
+        loop {
+            let want = match size {
+                Some(size) => (size - written)
+                    .saturating_add(1)
+                    .min(STREAM_BATCH_BYTES as u64),
+                None => STREAM_BATCH_BYTES as u64,
+            };
+            let batch = source.next_batch(want).await?;
+            let len = batch.len();
+            if size.is_some_and(|size| written + len > size) {
+                return Err(stream_too_long(size.unwrap_or_default()));
+            }
+            if len == 0 {
+                break;
+            }
+            written += len;
+            let path = path.clone();
+            let (returned, batch) = self
+                .run(move |_| {
+                    let result = batch.write_to(&mut staged).map_err(|e| with_path(&path, e));
+                    result.map(|()| (staged, batch))
+                })
+                .await?;
+            staged = returned;
+            source.give_back(batch);
+            progress(written);
+        }
+        if let Some(size) = size {
+            check_stream_size(written, size)?;
+        }
+        let path = path.clone();
+        self.run(move |_| staged.commit(options).map_err(|e| with_path(&path, e)))
+            .await?;
+        Ok(written)
     }
 }
 
@@ -289,46 +341,22 @@ impl ExecutorFileSystem for LocalFileSystem {
         options: WriteOptions,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> FileSystemResult<u64> {
-        let target = path.clone();
-        let mut staged = self.run(move |fs| write::stage(fs, &target)).await?;
-        staged.announce(size);
-        let mut written = 0u64;
-        let mut batch = Vec::with_capacity(STREAM_BATCH_BYTES);
-        loop {
-            // Fills the batch on this task: a reader waiting for the network holds no thread.
-            batch.clear();
-            let want = match size {
-                Some(size) => (size - written)
-                    .saturating_add(1)
-                    .min(STREAM_BATCH_BYTES as u64),
-                None => STREAM_BATCH_BYTES as u64,
-            };
-            (&mut *reader).take(want).read_to_end(&mut batch).await?;
-            if size.is_some_and(|size| written + batch.len() as u64 > size) {
-                return Err(stream_too_long(size.unwrap_or_default()));
-            }
-            if batch.is_empty() {
-                break;
-            }
-            written += batch.len() as u64;
-            let path = path.clone();
-            let full = std::mem::take(&mut batch);
-            let (returned, back) = self
-                .run(move |_| {
-                    let result = staged.write(&full).map_err(|e| with_path(&path, e));
-                    result.map(|()| (staged, full))
-                })
-                .await?;
-            (staged, batch) = (returned, back);
-            progress(written);
-        }
-        if let Some(size) = size {
-            check_stream_size(written, size)?;
-        }
-        let path = path.clone();
-        self.run(move |_| staged.commit(options).map_err(|e| with_path(&path, e)))
-            .await?;
-        Ok(written)
+        let source = Source::Reader(reader, Vec::with_capacity(STREAM_BATCH_BYTES));
+        self.write_streamed(path, source, size, options, progress)
+            .await
+    }
+
+    async fn write_file_from_chunks(
+        &self,
+        path: &AbsolutePathBuf,
+        chunks: &mut dyn WriteChunks,
+        size: Option<u64>,
+        options: WriteOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> FileSystemResult<u64> {
+        let source = Source::Chunks(chunks, Vec::new());
+        self.write_streamed(path, source, size, options, progress)
+            .await
     }
 
     async fn write_file(&self, path: &AbsolutePathBuf, contents: Vec<u8>) -> FileSystemResult<()> {
