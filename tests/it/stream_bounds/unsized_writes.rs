@@ -176,3 +176,35 @@ async fn streams_are_not_bound_by_the_read_limit_but_read_file_is() {
         assert_eq!(back, pattern(5000), "{backend:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_of_every_size_arrive_whole_sized_or_not() {
+    // Hundreds of one-byte frames (each written from its own buffer, sixteen to a batch at
+    // most), whole 256 KiB frames and an odd tail: the file is every frame's contents in order.
+    let (_dir, ws) = workspace();
+    let server = InProcessServer::start(local(&ws), ServerConfig::default()).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    let data = pattern(300 + 3 * (256 << 10) + 1000);
+    let (tiny, rest) = data.split_at(300);
+    let frames: Vec<&[u8]> = tiny.chunks(1).chain(rest.chunks(256 << 10)).collect();
+    for (id, sized) in [(1, true), (2, false)] {
+        let name = format!("f{id}");
+        let mut params = json!({"path": text(&ws.join(&name)), "streamId": id});
+        if sized {
+            params["size"] = json!(data.len());
+        }
+        send_request(&mut peer, id, "capfs/writeFileStream", params).await;
+        for frame in &frames {
+            data_frame(&mut peer, 0, id as u64, frame).await;
+        }
+        if !sized {
+            data_frame(&mut peer, DATA_FRAME_LAST_TAG, id as u64, b"").await;
+        }
+        let reply = peer.reply_to(&json!(id)).await;
+        assert_eq!(reply["result"]["size"], data.len(), "{reply}");
+        assert!(
+            std::fs::read(ws.join(&name)).unwrap() == data,
+            "{name} differs"
+        );
+    }
+}
