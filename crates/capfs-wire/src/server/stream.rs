@@ -17,9 +17,9 @@
 //! a read's frames (the `AsyncWrite` of `frames.rs`) and its backend's batch are reserved in
 //! the outgoing budget (`budget.rs`) before they are read, a write holds at most
 //! [`UPLOAD_QUEUE_CHUNKS`] chunks queued, and its backend the batch it writes (the local
-//! backend's: 1 MiB and one chunk at most, in at most 16 chunks). On a TCP connection, a read of a file the backend hands over
-//! as a descriptor (`open_for_transfer`: a local disk) is sent by the connection's writer itself
-//! instead, with no frame queued (`outgoing.rs`).
+//! backend's: 1 MiB and one chunk at most, in at most 16 chunks). On a TCP connection, a read
+//! of a file the backend hands over as a descriptor (`open_for_transfer`: a local disk) is
+//! sent by the connection's writer itself instead, with no frame queued (`outgoing.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
