@@ -63,8 +63,12 @@ async fn a_special_file_is_looked_at_without_being_opened(kind: FileType, remote
     let metadata = env.fs.get_metadata(&env.p("node")).await.unwrap();
     assert!(!metadata.is_file && !metadata.is_directory);
     env.fs.get_metadata(&env.p("link")).await.unwrap();
-    env.fs.read_file(&env.p("node")).await.unwrap_err();
-    env.fs.read_file(&env.p("link")).await.unwrap_err();
+    env.symlink("absolute", &node);
+    for name in ["node", "link", "absolute"] {
+        env.fs.read_file(&env.p(name)).await.unwrap_err();
+        let range = env.fs.read_file_range(&env.p(name), 0, 16).await;
+        assert!(range.is_err(), "a range of {name} was read");
+    }
     env.fs
         .copy(&env.p("node"), &env.p("copy"), CopyOptions::default())
         .await

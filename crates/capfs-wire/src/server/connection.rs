@@ -1,11 +1,16 @@
 //! One connection: the read loop over a `transport::link`, requests run concurrently up to the
 //! in-flight bound, replies queued for the link's writer, and the drain at shutdown.
 //!
-//! The read loop does no file work and never waits for a slot: every request runs on a task of
-//! its own, so data frames and ordinary requests never wait on each other.
+//! The read loop never waits for a slot, a permit or the file system: it polls each request once
+//! and, when the request must wait, leaves it to a task of its own ([`run_or_spawn`]), so data
+//! frames and ordinary requests never wait on each other. A small call on a local disk ends in
+//! that first poll, its work done on the connection's thread as its task would have done it.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -380,11 +385,10 @@ impl Connection {
         let budget = self.reply_budget();
         let out = out.clone();
         let connection = self.session.connection();
-        // Everything runs beside this loop, so a file system that hangs never stalls it. The
-        // task's future is boxed first: unboxed, its few kilobytes of state were copied four
-        // times over on the way into the task and again as it ended, more than a small call's
-        // own work (callgrind, 64 getMetadata in flight).
-        tokio::spawn(Box::pin(async move {
+        // The request's future is boxed: moved unboxed into a task, its few kilobytes of state
+        // were copied four times over on the way and again as it ended, more than a small
+        // call's own work (callgrind, 64 getMetadata in flight).
+        run_or_spawn(Box::pin(async move {
             let mut log = log;
             let Ok(in_flight) = in_flight.acquire_owned().await else {
                 return;
@@ -416,5 +420,70 @@ impl Connection {
             reply::send(&out, &mut budget, id, reply).await;
             drop((in_flight, admitted));
         }));
+    }
+}
+
+/// Polls a request's future once here and, when it must wait (for a slot, the blocking pool, the
+/// budget, the queue), spawns it to go on beside the read loop, so a file system that hangs
+/// never stalls the loop. Most small calls on a local disk end in that first poll: they then
+/// cost no task, and the reply is queued before the loop reads on. The first poll has no one
+/// to wake: the spawned task polls the future again at once, and whatever became ready in
+/// between is seen then. A panic in it ends the request, as it would end the request's task.
+fn run_or_spawn(mut request: Pin<Box<dyn Future<Output = ()> + Send>>) {
+    let mut context = Context::from_waker(Waker::noop());
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| request.as_mut().poll(&mut context)));
+    if matches!(polled, Ok(Poll::Pending)) {
+        tokio::spawn(request);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_request_that_need_not_wait_ends_in_its_first_poll() {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        run_or_spawn(Box::pin(async move { flag.store(true, Ordering::SeqCst) }));
+        assert!(
+            done.load(Ordering::SeqCst),
+            "it did not run before the loop went on"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_that_waits_goes_on_as_a_task_woken_before_or_after_its_next_poll() {
+        for yield_first in [false, true] {
+            let slots = Arc::new(Semaphore::new(0));
+            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+            let waiting = Arc::clone(&slots);
+            run_or_spawn(Box::pin(async move {
+                let _slot = waiting.acquire().await.unwrap();
+                done_tx.send(()).unwrap();
+            }));
+            if yield_first {
+                // The task polls again (and waits again) before the slot comes.
+                tokio::task::yield_now().await;
+            }
+            slots.add_permits(1);
+            tokio::time::timeout(Duration::from_secs(10), done_rx)
+                .await
+                .expect("the waiting request was never woken")
+                .unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_that_panics_in_its_first_poll_ends_alone_and_gives_back_what_it_held() {
+        let slots = Arc::new(Semaphore::new(1));
+        let slot = Arc::clone(&slots).try_acquire_owned().unwrap();
+        run_or_spawn(Box::pin(async move {
+            let _slot = slot;
+            panic!("a handler's bug");
+        }));
+        assert_eq!(slots.available_permits(), 1);
     }
 }

@@ -67,7 +67,7 @@ pub(crate) fn create_directory(
 /// True when `rel` is a directory once its symlinks are followed (absolute ones included, while
 /// they stay inside `root`), as `get_metadata` would report it.
 fn is_directory_following_links(root: &Root, rel: &Path) -> bool {
-    resolve::follow(root, rel, true, |p| root.dir().metadata(p)).is_ok_and(|m| m.is_dir())
+    resolve::followed_metadata(root, rel).is_ok_and(|m| m.is_dir())
 }
 
 pub(crate) fn get_metadata(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<FileMetadata> {

@@ -92,11 +92,11 @@ pub(crate) fn open_for_read(
 pub(crate) fn open_regular(fs: &Inner, path: &AbsolutePathBuf) -> io::Result<(std::fs::File, u64)> {
     let resolved = fs.sandbox.resolve(path)?;
     let root = resolved.root;
-    // Looked at first without being opened (cap-std stats through an O_PATH handle), so a
-    // device or FIFO is refused without the side effects of an open; the opened handle is
-    // checked again below, for whatever a race put there meanwhile.
-    let found = resolve::follow(root, resolved.cap_path(), true, |p| root.dir().metadata(p))
-        .map_err(|e| with_path(path, e))?;
+    // Looked at first without being opened, so a device or FIFO is refused without the side
+    // effects of an open; the opened handle is checked again below, for whatever a race put
+    // there meanwhile.
+    let found =
+        resolve::followed_metadata(root, resolved.cap_path()).map_err(|e| with_path(path, e))?;
     if found.is_dir() {
         return Err(error::is_a_directory(path));
     }

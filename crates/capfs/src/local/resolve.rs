@@ -49,6 +49,18 @@ pub(crate) fn follow<T>(
     }
 }
 
+/// The metadata of `rel` with every symlink followed, absolute ones inside `root` included.
+/// When its last component is no symlink, that is what one `statx` without following finds
+/// (cap-std's `metadata` opens an `O_PATH` handle to stat through it: three calls where one
+/// does); otherwise, and on any error, it is found by [`follow`] as before, so that a link, a
+/// refusal or a missing file gives exactly what following gives.
+pub(crate) fn followed_metadata(root: &Root, rel: &Path) -> io::Result<cap_std::fs::Metadata> {
+    match root.dir().symlink_metadata(cap_form(rel)) {
+        Ok(metadata) if !metadata.is_symlink() => Ok(metadata),
+        _ => follow(root, rel, true, |p| root.dir().metadata(p)),
+    }
+}
+
 /// `.` for the empty path: the form cap-std takes for the root itself.
 pub(crate) fn cap_form(rel: &Path) -> &Path {
     if rel.as_os_str().is_empty() {
