@@ -231,3 +231,72 @@ async fn every_method_round_trips_with_codex_style_params() {
     assert!(!ws.join("r").exists());
     assert_eq!(std::fs::read(ws.join("d/e/f.txt")).unwrap(), b"hello");
 }
+
+/// `fs/readFile` reads a file by one range of its first 16 KiB and one more byte, and looks at
+/// the size of a file that holds more before reading it whole: every size either side of that
+/// comes back whole, and the read limit and the message limit refuse the same files whichever
+/// way a file is read.
+#[tokio::test]
+async fn read_file_gives_every_size_whole_and_refuses_by_both_limits_either_side_of_its_first_range()
+ {
+    const RANGE: usize = 16 * 1024;
+    let (_dir, ws) = workspace();
+    let file = path_str(&ws.join("f"));
+    let contents = |size: usize| (0..size).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>();
+    let read = |reply: &serde_json::Value| {
+        let text = reply["result"]["dataBase64"].as_str();
+        STANDARD
+            .decode(text.unwrap_or_else(|| panic!("{reply}")))
+            .unwrap()
+    };
+
+    let server = InProcessServer::serving(&ws).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    for size in [0, 1, RANGE - 1, RANGE, RANGE + 1, RANGE + 2, 300 * 1024] {
+        std::fs::write(ws.join("f"), contents(size)).unwrap();
+        let reply = peer.request("fs/readFile", json!({"path": file})).await;
+        assert_eq!(read(&reply), contents(size), "{size} bytes");
+    }
+    server.stop().await;
+
+    // A read limit below the range, at it and above it: a file over the limit is refused, one
+    // at the limit is read.
+    for limit in [RANGE / 2, RANGE, RANGE + 100] {
+        let sandbox = capfs::Sandbox::new()
+            .with_root(&ws, capfs::Access::ReadWrite)
+            .unwrap();
+        let fs: Arc<dyn ExecutorFileSystem> = Arc::new(capfs::LocalFileSystem::with_read_limit(
+            sandbox,
+            limit as u64,
+        ));
+        let server = InProcessServer::start(fs, Default::default()).await;
+        let mut peer = RawPeer::ready(&server.url).await;
+        std::fs::write(ws.join("f"), contents(limit)).unwrap();
+        let reply = peer.request("fs/readFile", json!({"path": file})).await;
+        assert_eq!(read(&reply), contents(limit), "at the limit of {limit}");
+        std::fs::write(ws.join("f"), contents(limit + 1)).unwrap();
+        let reply = peer.request("fs/readFile", json!({"path": file})).await;
+        let (_, kind, message) = error_of(&reply);
+        assert_eq!(
+            kind,
+            Some("InvalidInput"),
+            "past the limit of {limit}: {reply}"
+        );
+        assert!(message.contains("too large"), "{message}");
+        server.stop().await;
+    }
+
+    // A message limit whose largest reply carries less than the range: a file whose reply
+    // fits is read, one whose reply would not is refused, naming the streamed read.
+    let config = capfs_wire::server::ServerConfig::default().with_max_message_bytes(12 * 1024);
+    let server = InProcessServer::serving_roots(&[(&ws, capfs::Access::ReadWrite)], config).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    std::fs::write(ws.join("f"), contents(4 * 1024)).unwrap();
+    let reply = peer.request("fs/readFile", json!({"path": file})).await;
+    assert_eq!(read(&reply), contents(4 * 1024));
+    std::fs::write(ws.join("f"), contents(10 * 1024)).unwrap();
+    let reply = peer.request("fs/readFile", json!({"path": file})).await;
+    let (_, _, message) = error_of(&reply);
+    assert!(message.contains("capfs/readFileStream"), "{reply}");
+    server.stop().await;
+}

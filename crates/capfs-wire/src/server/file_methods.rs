@@ -25,6 +25,9 @@ fn done() -> Result<Payload, ErrorObject> {
     serialized(serde_json::json!({}))
 }
 
+/// The files `fs/readFile` reads by one range first (see there).
+const SMALL_FILE_BYTES: u64 = 16 * 1024;
+
 /// `fs/readFile`: the whole file in one reply, refused when the reply would pass the message
 /// limit (the client then streams it with `capfs/readFileStream`).
 pub(crate) async fn read_file(call: Call<'_>, p: PathParams) -> Result<Payload, ErrorObject> {
@@ -41,6 +44,26 @@ pub(crate) async fn read_file(call: Call<'_>, p: PathParams) -> Result<Payload, 
             CAPFS_READ_FILE_STREAM_METHOD,
         ))
     };
+    // Most files an agent reads are small: one range of the first `SMALL_FILE_BYTES` and one
+    // more, covered before it is read, is the whole of such a file, found with one open where a
+    // look at its size first took a stat of its own. A file that holds more (or a read limit
+    // below the range, or a budget share too small for it) goes the long way.
+    let small_cover = SMALL_FILE_BYTES + 1 + base64_len(SMALL_FILE_BYTES + 1);
+    if reply_fits(SMALL_FILE_BYTES + 1, max_message_bytes)
+        && fs
+            .read_file_limit()
+            .is_none_or(|limit| limit >= SMALL_FILE_BYTES)
+        && outcome.cover(small_cover).await.is_ok()
+    {
+        let data = fs
+            .read_file_range(&p.path, 0, SMALL_FILE_BYTES + 1)
+            .await
+            .map_err(io)?;
+        if data.len() as u64 <= SMALL_FILE_BYTES {
+            outcome.bytes = data.len() as u64;
+            return Ok(Payload::FileData(data));
+        }
+    }
     // Refused before anything is read when the size is known to be too large; checked again on
     // what was read, for a file that grew in between.
     if let Ok(metadata) = fs.get_metadata(&p.path).await
