@@ -300,3 +300,47 @@ async fn read_file_gives_every_size_whole_and_refuses_by_both_limits_either_side
     assert!(message.contains("capfs/readFileStream"), "{reply}");
     server.stop().await;
 }
+
+/// Through a backend that hands over no descriptor, `fs/readFile` reads nothing of a file before
+/// its size is covered: a file whose reply no budget share can hold is refused with no byte of
+/// it read (inotify sees no access), and a small one is still read.
+#[tokio::test]
+async fn read_file_through_a_backend_without_descriptors_reads_nothing_it_has_not_covered() {
+    use rustix::fs::inotify;
+    let env = crate::common::env(false).await;
+    let big = env.mkfile("big", &vec![7u8; 3 << 20]);
+    env.mkfile("small", b"small");
+    let fs: Arc<dyn ExecutorFileSystem> = Arc::new(crate::walk::default_walk(&env));
+    let config =
+        capfs_wire::server::ServerConfig::default().with_max_outgoing_bytes_per_connection(4 << 20);
+    let server = InProcessServer::start(fs, config).await;
+    let mut peer = RawPeer::ready(&server.url).await;
+    let watch =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, &big, inotify::WatchFlags::ACCESS).unwrap();
+
+    let reply = peer
+        .request("fs/readFile", json!({"path": path_str(&big)}))
+        .await;
+    let (_, _, message) = error_of(&reply);
+    assert!(message.contains("outgoing budget"), "{reply}");
+    let mut buffer = [std::mem::MaybeUninit::uninit(); 1024];
+    let mut events = inotify::Reader::new(&watch, &mut buffer);
+    assert_eq!(
+        events.next().err(),
+        Some(rustix::io::Errno::AGAIN),
+        "the file was read before its size was covered"
+    );
+
+    let reply = peer
+        .request(
+            "fs/readFile",
+            json!({"path": path_str(&env.ws_host("small"))}),
+        )
+        .await;
+    assert_eq!(
+        reply["result"]["dataBase64"],
+        json!(STANDARD.encode(b"small"))
+    );
+    server.stop().await;
+}

@@ -15,7 +15,9 @@ use crate::protocol::{
     ErrorObject, GetMetadataResponse, INVALID_PARAMS, INVALID_REQUEST, PathParams,
     ReadLinkResponse, ReadRangeParams, RemoveParams, RenameParams, WalkParams, WriteFileParams,
 };
+use capfs::error::with_path;
 use capfs::{CopyOptions, CreateDirectoryOptions, RemoveOptions, RenameOptions, WriteOptions};
+use std::io::Read;
 
 fn io(e: std::io::Error) -> ErrorObject {
     ErrorObject::from_io(&e)
@@ -44,21 +46,24 @@ pub(crate) async fn read_file(call: Call<'_>, p: PathParams) -> Result<Payload, 
             CAPFS_READ_FILE_STREAM_METHOD,
         ))
     };
-    // Most files an agent reads are small: one range of the first `SMALL_FILE_BYTES` and one
-    // more, covered before it is read, is the whole of such a file, found with one open where a
-    // look at its size first took a stat of its own. A file that holds more (or a read limit
-    // below the range, or a budget share too small for it) goes the long way.
+    // Most files an agent reads are small. A backend that hands over a descriptor (a local
+    // disk, where a read blocks no longer than an inline read) is read here by one open: the
+    // first `SMALL_FILE_BYTES` and one more byte, covered before they are read, are the whole
+    // of such a file, where a look at its size first took a stat of its own. A file that holds
+    // more, a read limit or a message limit below the range, a budget share too small for it
+    // and every other backend go the long way, which covers the file's size before reading it.
     let small_cover = SMALL_FILE_BYTES + 1 + base64_len(SMALL_FILE_BYTES + 1);
     if reply_fits(SMALL_FILE_BYTES + 1, max_message_bytes)
         && fs
             .read_file_limit()
             .is_none_or(|limit| limit >= SMALL_FILE_BYTES)
         && outcome.cover(small_cover).await.is_ok()
+        && let Some(file) = fs.open_for_transfer(&p.path).await.map_err(io)?
     {
-        let data = fs
-            .read_file_range(&p.path, 0, SMALL_FILE_BYTES + 1)
-            .await
-            .map_err(io)?;
+        let mut data = Vec::with_capacity(SMALL_FILE_BYTES as usize + 1);
+        file.take(SMALL_FILE_BYTES + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| io(with_path(&p.path, e)))?;
         if data.len() as u64 <= SMALL_FILE_BYTES {
             outcome.bytes = data.len() as u64;
             return Ok(Payload::FileData(data));
