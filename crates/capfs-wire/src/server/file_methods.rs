@@ -27,7 +27,8 @@ fn done() -> Result<Payload, ErrorObject> {
     serialized(serde_json::json!({}))
 }
 
-/// The files `fs/readFile` reads by one range first (see there).
+/// The largest file `fs/readFile` answers from its first read, before it looks at any size (see
+/// there).
 const SMALL_FILE_BYTES: u64 = 16 * 1024;
 
 /// `fs/readFile`: the whole file in one reply, refused when the reply would pass the message
