@@ -232,7 +232,7 @@ async fn every_method_round_trips_with_codex_style_params() {
     assert_eq!(std::fs::read(ws.join("d/e/f.txt")).unwrap(), b"hello");
 }
 
-/// `fs/readFile` reads a file by one range of its first 16 KiB and one more byte, and looks at
+/// `fs/readFile` reads a local file's first 16 KiB and one more byte from one open, and looks at
 /// the size of a file that holds more before reading it whole: every size either side of that
 /// comes back whole, and the read limit and the message limit refuse the same files whichever
 /// way a file is read.
