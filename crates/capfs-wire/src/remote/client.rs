@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -142,7 +142,9 @@ impl Client {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         // The writer runs until the queue closes, with the client.
-        let link = Link::open(ws, socket, OUT_QUEUE_MESSAGES, Writer);
+        let writer = Writer::new();
+        let answered = Arc::clone(&writer.answered);
+        let link = Link::open(ws, socket, OUT_QUEUE_MESSAGES, writer);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::default())));
         let downloads: Downloads = Arc::default();
         let routes = Routes::default();
@@ -151,6 +153,7 @@ impl Client {
             Arc::clone(&pending),
             Arc::clone(&downloads),
             Arc::clone(&routes),
+            answered,
         ));
         let mut client = Client {
             out: link.out,
@@ -354,6 +357,7 @@ async fn read_replies<S>(
     pending: Pending,
     downloads: Downloads,
     routes: Routes,
+    answered: Arc<AtomicUsize>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -392,7 +396,9 @@ async fn read_replies<S>(
             .as_mut()
             .and_then(|map| map.remove(&id));
         if let Some(waiter) = waiter {
-            let _ = waiter.send(bytes);
+            if waiter.send(bytes).is_ok() {
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
         }
     };
     // Dropping every waiter wakes each pending call with `BrokenPipe`; when the server broke

@@ -14,6 +14,8 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::BytesMut;
 use futures_util::Sink;
@@ -44,7 +46,26 @@ pub(super) struct MaskedFrame {
 
 /// The client's end of a connection's writer (`transport::link`): masked frames, written into
 /// the connection's TCP socket (they are queued only when it has one).
-pub(super) struct Writer;
+pub(super) struct Writer {
+    /// The writer runs on a multi-thread runtime. There a task woken by another task of the
+    /// same worker runs next, before the tasks queued earlier: the writer, woken by the first
+    /// of many callers the reader has just handed their replies, would send that caller's next
+    /// request alone, and each of the others' with a write of its own.
+    gathers: bool,
+    /// Replies the reader has handed to their callers since the writer last gathered.
+    pub(super) answered: Arc<AtomicUsize>,
+}
+
+impl Writer {
+    /// The writer of a connection whose tasks run on the current runtime.
+    pub(super) fn new() -> Self {
+        let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+        Self {
+            gathers: matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)),
+            answered: Arc::default(),
+        }
+    }
+}
 
 impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, MaskedFrame> for Writer {
     async fn send(
@@ -62,6 +83,18 @@ impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, MaskedFrame> for Writer {
         }
         let _ = frame.done.send(frame.buffer);
         true
+    }
+
+    /// On a multi-thread runtime, when the reader has handed out more than one reply since,
+    /// yields once, so that the callers already woken queue their next requests and the writer
+    /// sends them with one write (on a current-thread runtime a woken task runs after those
+    /// queued before it, and that order comes by itself). A caller alone costs no yield.
+    async fn gather(&mut self) -> bool {
+        let gather = self.answered.swap(0, Ordering::Relaxed) > 1 && self.gathers;
+        if gather {
+            tokio::task::yield_now().await;
+        }
+        gather
     }
 }
 
@@ -151,5 +184,43 @@ impl Frames {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `writer`, told of `answered` replies, gathers (run on `runtime`); the count is
+    /// taken anew each time.
+    fn gathers(runtime: &tokio::runtime::Runtime, writer: &mut Writer, answered: usize) -> bool {
+        type Sink = futures_util::sink::Drain<WsMessage>;
+        writer.answered.store(answered, Ordering::Relaxed);
+        let gathered = runtime.block_on(<Writer as EndWriter<Sink, MaskedFrame>>::gather(writer));
+        assert_eq!(writer.answered.load(Ordering::Relaxed), 0, "counted anew");
+        gathered
+    }
+
+    #[test]
+    fn the_writer_gathers_only_on_a_multi_thread_runtime_after_more_than_one_reply() {
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let mut writer = multi.block_on(async { Writer::new() });
+        assert!(!gathers(&multi, &mut writer, 0));
+        assert!(
+            !gathers(&multi, &mut writer, 1),
+            "a caller alone costs no yield"
+        );
+        assert!(gathers(&multi, &mut writer, 2));
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut writer = current.block_on(async { Writer::new() });
+        assert!(
+            !gathers(&current, &mut writer, 64),
+            "a current-thread runtime orders it itself"
+        );
     }
 }

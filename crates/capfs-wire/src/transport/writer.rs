@@ -46,6 +46,13 @@ pub(crate) trait EndWriter<S, T> {
 
     /// Everything sent so far has been flushed to the socket.
     fn flushed(&mut self) {}
+
+    /// Called once per flush, when the queue is empty: an end whose senders may be woken after
+    /// its writer (see the client's `Writer`) lets them queue theirs first, and the writer
+    /// takes those too before the flush. True when it did.
+    fn gather(&mut self) -> impl Future<Output = bool> + Send {
+        std::future::ready(false)
+    }
 }
 
 /// Writes queued items to `sink` until the queue closes, then closes the socket. Messages queued
@@ -62,6 +69,7 @@ pub(crate) async fn write_queued<S, T>(
 {
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
+        let mut gathered = false;
         while let Some(item) = next.take() {
             let sent = match item {
                 Queued::Message(message) => sink.feed(message).await.is_ok(),
@@ -71,6 +79,12 @@ pub(crate) async fn write_queued<S, T>(
                 return;
             }
             next = queue.try_recv().ok();
+            if next.is_none() && !gathered {
+                gathered = true;
+                if end.gather().await {
+                    next = queue.try_recv().ok();
+                }
+            }
         }
         if sink.flush().await.is_err() {
             return;
@@ -78,4 +92,111 @@ pub(crate) async fn write_queued<S, T>(
         end.flushed();
     }
     let _ = sink.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::*;
+
+    /// A sink that keeps each flush's messages as one batch.
+    #[derive(Default)]
+    struct Batches {
+        done: Vec<Vec<String>>,
+        open: Vec<String>,
+    }
+
+    impl Sink<Message> for Batches {
+        type Error = std::convert::Infallible;
+
+        fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), Self::Error> {
+            self.open.push(item.into_text().unwrap().to_string());
+            Ok(())
+        }
+
+        fn poll_flush(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Result<(), Self::Error>> {
+            let batch = std::mem::take(&mut self.open);
+            self.done.push(batch);
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// An end whose gathering queues what other senders would have queued meanwhile.
+    struct Gathering {
+        senders: Option<mpsc::Sender<Queued<()>>>,
+        calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl EndWriter<&mut Batches, ()> for Gathering {
+        async fn send(&mut self, _: &mut &mut Batches, _: Option<&DirectSocket>, (): ()) -> bool {
+            true
+        }
+
+        async fn gather(&mut self) -> bool {
+            self.calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Each call would queue two more; the writer must ask once per flush.
+            if let Some(senders) = &self.senders {
+                for text in ["b", "c"] {
+                    senders
+                        .send(Queued::Message(Message::text(text)))
+                        .await
+                        .unwrap();
+                }
+            }
+            self.senders = None;
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn what_an_end_gathers_goes_out_in_the_same_flush_and_it_gathers_once_per_flush() {
+        let (tx, rx) = mpsc::channel(8);
+        let calls = std::sync::Arc::default();
+        let end = Gathering {
+            senders: Some(tx.clone()),
+            calls: std::sync::Arc::clone(&calls),
+        };
+        tx.send(Queued::Message(Message::text("a"))).await.unwrap();
+        drop(tx);
+        let mut batches = Batches::default();
+        write_queued(&mut batches, None, rx, end).await;
+        assert_eq!(batches.done, [vec!["a", "b", "c"]]);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    /// An end that never gathers: every message the queue held when the writer looked goes in
+    /// one flush, and nothing waits for more.
+    struct Plain;
+
+    impl EndWriter<&mut Batches, ()> for Plain {
+        async fn send(&mut self, _: &mut &mut Batches, _: Option<&DirectSocket>, (): ()) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn without_gathering_the_queued_messages_go_in_one_flush() {
+        let (tx, rx) = mpsc::channel(8);
+        for text in ["a", "b"] {
+            tx.send(Queued::Message(Message::text(text))).await.unwrap();
+        }
+        drop(tx);
+        let mut batches = Batches::default();
+        write_queued(&mut batches, None, rx, Plain).await;
+        assert_eq!(batches.done, [vec!["a", "b"]]);
+    }
 }
