@@ -395,10 +395,10 @@ async fn read_replies<S>(
             .expect("pending map lock")
             .as_mut()
             .and_then(|map| map.remove(&id));
-        if let Some(waiter) = waiter {
-            if waiter.send(bytes).is_ok() {
-                answered.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(waiter) = waiter
+            && waiter.send(bytes).is_ok()
+        {
+            answered.fetch_add(1, Ordering::Relaxed);
         }
     };
     // Dropping every waiter wakes each pending call with `BrokenPipe`; when the server broke
