@@ -52,8 +52,12 @@ pub(super) struct Writer {
     /// of many callers the reader has just handed their replies, would send that caller's next
     /// request alone, and each of the others' with a write of its own.
     gathers: bool,
-    /// Replies the reader has handed to their callers since the writer last gathered.
+    /// Replies the reader has handed to their callers since the writer last looked.
     pub(super) answered: Arc<AtomicUsize>,
+    /// Callers answered since the last flush: each may be about to queue its next request.
+    owed: usize,
+    /// What the writer had taken when it last gathered since the last flush.
+    last: Option<usize>,
 }
 
 impl Writer {
@@ -63,6 +67,8 @@ impl Writer {
         Self {
             gathers: matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)),
             answered: Arc::default(),
+            owed: 0,
+            last: None,
         }
     }
 }
@@ -85,16 +91,25 @@ impl<S: Sink<WsMessage> + Unpin + Send> EndWriter<S, MaskedFrame> for Writer {
         true
     }
 
-    /// On a multi-thread runtime, when the reader has handed out more than one reply since,
-    /// yields once, so that the callers already woken queue their next requests and the writer
-    /// sends them with one write (on a current-thread runtime a woken task runs after those
-    /// queued before it, and that order comes by itself). A caller alone costs no yield.
-    async fn gather(&mut self) -> bool {
-        let gather = self.answered.swap(0, Ordering::Relaxed) > 1 && self.gathers;
+    /// On a multi-thread runtime, while fewer requests were taken since the last flush than
+    /// callers were answered, yields, so that the callers already woken queue their next
+    /// requests and the writer sends them with one write; it stops once a yield brought
+    /// nothing (a caller that was done). On a current-thread runtime a woken task runs after
+    /// those queued before it, and that order comes by itself. A caller alone costs no yield.
+    async fn gather(&mut self, taken: usize) -> bool {
+        self.owed += self.answered.swap(0, Ordering::Relaxed);
+        let progressed = self.last.is_none_or(|last| taken > last);
+        let gather = self.gathers && taken < self.owed && progressed;
         if gather {
+            self.last = Some(taken);
             tokio::task::yield_now().await;
         }
         gather
+    }
+
+    fn flushed(&mut self) {
+        self.owed = 0;
+        self.last = None;
     }
 }
 
@@ -191,35 +206,62 @@ impl Frames {
 mod tests {
     use super::*;
 
-    /// Whether `writer`, told of `answered` replies, gathers (run on `runtime`); the count is
-    /// taken anew each time.
-    fn gathers(runtime: &tokio::runtime::Runtime, writer: &mut Writer, answered: usize) -> bool {
-        type Sink = futures_util::sink::Drain<WsMessage>;
-        writer.answered.store(answered, Ordering::Relaxed);
-        let gathered = runtime.block_on(<Writer as EndWriter<Sink, MaskedFrame>>::gather(writer));
-        assert_eq!(writer.answered.load(Ordering::Relaxed), 0, "counted anew");
+    type Sink = futures_util::sink::Drain<WsMessage>;
+
+    /// Whether `writer` gathers (run on `runtime`) after `answered` more replies, having taken
+    /// `taken` requests since the last flush.
+    fn gathers(
+        runtime: &tokio::runtime::Runtime,
+        writer: &mut Writer,
+        answered: usize,
+        taken: usize,
+    ) -> bool {
+        writer.answered.fetch_add(answered, Ordering::Relaxed);
+        let gathered = runtime.block_on(<Writer as EndWriter<Sink, MaskedFrame>>::gather(
+            writer, taken,
+        ));
+        assert_eq!(writer.answered.load(Ordering::Relaxed), 0, "counted once");
         gathered
     }
 
+    fn flushed(writer: &mut Writer) {
+        <Writer as EndWriter<Sink, MaskedFrame>>::flushed(writer);
+    }
+
     #[test]
-    fn the_writer_gathers_only_on_a_multi_thread_runtime_after_more_than_one_reply() {
+    fn the_writer_gathers_on_a_multi_thread_runtime_while_answered_callers_keep_sending() {
         let multi = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
             .unwrap();
         let mut writer = multi.block_on(async { Writer::new() });
-        assert!(!gathers(&multi, &mut writer, 0));
+        assert!(!gathers(&multi, &mut writer, 0, 1));
+        flushed(&mut writer);
         assert!(
-            !gathers(&multi, &mut writer, 1),
+            !gathers(&multi, &mut writer, 1, 1),
             "a caller alone costs no yield"
         );
-        assert!(gathers(&multi, &mut writer, 2));
+        flushed(&mut writer);
+        // Four callers answered: the writer yields while they send, however the replies were
+        // counted, and stops once they all did or a yield brought nothing.
+        assert!(gathers(&multi, &mut writer, 3, 1));
+        assert!(gathers(&multi, &mut writer, 1, 2));
+        assert!(!gathers(&multi, &mut writer, 0, 2), "no progress");
+        flushed(&mut writer);
+        assert!(gathers(&multi, &mut writer, 4, 1));
+        assert!(gathers(&multi, &mut writer, 0, 3));
+        assert!(!gathers(&multi, &mut writer, 0, 4), "all four sent");
+        flushed(&mut writer);
+        assert!(
+            !gathers(&multi, &mut writer, 0, 1),
+            "a flush forgets the callers it served"
+        );
         let current = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let mut writer = current.block_on(async { Writer::new() });
         assert!(
-            !gathers(&current, &mut writer, 64),
+            !gathers(&current, &mut writer, 64, 1),
             "a current-thread runtime orders it itself"
         );
     }

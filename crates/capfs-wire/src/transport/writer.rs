@@ -47,10 +47,12 @@ pub(crate) trait EndWriter<S, T> {
     /// Everything sent so far has been flushed to the socket.
     fn flushed(&mut self) {}
 
-    /// Called once per flush, when the queue is empty: an end whose senders may be woken after
-    /// its writer (see the client's `Writer`) lets them queue theirs first, and the writer
-    /// takes those too before the flush. True when it did.
-    fn gather(&mut self) -> impl Future<Output = bool> + Send {
+    /// Called whenever the queue is empty before a flush, with how many items the writer took
+    /// since the last one: an end whose senders may be woken after its writer (see the
+    /// client's `Writer`) lets them queue theirs first, and the writer takes those too before
+    /// the flush. True when it did; the end must say false once a gathering brought nothing.
+    fn gather(&mut self, taken: usize) -> impl Future<Output = bool> + Send {
+        let _ = taken;
         std::future::ready(false)
     }
 }
@@ -69,7 +71,7 @@ pub(crate) async fn write_queued<S, T>(
 {
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
-        let mut gathered = false;
+        let mut taken = 0;
         while let Some(item) = next.take() {
             let sent = match item {
                 Queued::Message(message) => sink.feed(message).await.is_ok(),
@@ -78,12 +80,10 @@ pub(crate) async fn write_queued<S, T>(
             if !sent {
                 return;
             }
+            taken += 1;
             next = queue.try_recv().ok();
-            if next.is_none() && !gathered {
-                gathered = true;
-                if end.gather().await {
-                    next = queue.try_recv().ok();
-                }
+            if next.is_none() && end.gather(taken).await {
+                next = queue.try_recv().ok();
             }
         }
         if sink.flush().await.is_err() {
@@ -134,48 +134,55 @@ mod tests {
         }
     }
 
-    /// An end whose gathering queues what other senders would have queued meanwhile.
+    /// An end whose first gathering queues what other senders would have queued meanwhile,
+    /// and which keeps what the writer tells it.
+    #[derive(Default)]
     struct Gathering {
         senders: Option<mpsc::Sender<Queued<()>>>,
-        calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        /// `taken` at each gathering.
+        asked: Vec<usize>,
+        flushes: usize,
     }
 
-    impl EndWriter<&mut Batches, ()> for Gathering {
+    impl EndWriter<&mut Batches, ()> for &mut Gathering {
         async fn send(&mut self, _: &mut &mut Batches, _: Option<&DirectSocket>, (): ()) -> bool {
             true
         }
 
-        async fn gather(&mut self) -> bool {
-            self.calls
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            // Each call would queue two more; the writer must ask once per flush.
-            if let Some(senders) = &self.senders {
-                for text in ["b", "c"] {
-                    senders
-                        .send(Queued::Message(Message::text(text)))
-                        .await
-                        .unwrap();
-                }
+        fn flushed(&mut self) {
+            self.flushes += 1;
+        }
+
+        async fn gather(&mut self, taken: usize) -> bool {
+            self.asked.push(taken);
+            let Some(senders) = self.senders.take() else {
+                return false;
+            };
+            for text in ["b", "c"] {
+                senders
+                    .send(Queued::Message(Message::text(text)))
+                    .await
+                    .unwrap();
             }
-            self.senders = None;
             true
         }
     }
 
     #[tokio::test]
-    async fn what_an_end_gathers_goes_out_in_the_same_flush_and_it_gathers_once_per_flush() {
+    async fn what_an_end_gathers_goes_out_in_the_same_flush_and_it_is_asked_again_after() {
         let (tx, rx) = mpsc::channel(8);
-        let calls = std::sync::Arc::default();
-        let end = Gathering {
+        let mut end = Gathering {
             senders: Some(tx.clone()),
-            calls: std::sync::Arc::clone(&calls),
+            ..Gathering::default()
         };
         tx.send(Queued::Message(Message::text("a"))).await.unwrap();
         drop(tx);
         let mut batches = Batches::default();
-        write_queued(&mut batches, None, rx, end).await;
+        write_queued(&mut batches, None, rx, &mut end).await;
         assert_eq!(batches.done, [vec!["a", "b", "c"]]);
-        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Asked with one taken, then with the three, when it gathered nothing more.
+        assert_eq!(end.asked, [1, 3]);
+        assert_eq!(end.flushes, 1);
     }
 
     /// An end that never gathers: every message the queue held when the writer looked goes in
