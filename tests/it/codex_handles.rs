@@ -418,7 +418,7 @@ async fn a_watch_tells_once_when_a_missing_path_appears() {
     resume_when_left(&server.url, &session).await;
 }
 
-/// A reply carrying more than 192 KiB of a file (`fs/readBlock` of 1 MiB, `fs/readFile` of
+/// A reply carrying more than 384 KiB of a file (`fs/readBlock` of 1 MiB, `fs/readFile` of
 /// megabytes) is written by the connection's writer past tungstenite, its frame's header first
 /// and its text in pieces encoded one after the other. With many other replies in flight on the
 /// same connection, each arrives whole and alone: a frame begun inside another would be a

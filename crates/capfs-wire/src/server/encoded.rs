@@ -28,8 +28,11 @@ use tokio::sync::mpsc;
 
 /// The file bytes one piece carries: a multiple of 3, so that every piece's base64 but the
 /// last ends without padding and the pieces join into the base64 of the whole. Its text is
-/// 256 KiB.
-pub(crate) const PIECE_DATA_BYTES: usize = 3 * 64 * 1024;
+/// 512 KiB, so a 1 MiB block is three pieces: the writer makes the first while the helper
+/// makes the other two, and waits for the helper at most twice. Pieces of half that size sent
+/// a block 10% slower, each wait for the helper's next piece costing the writer a wake-up
+/// (docs/performance.md, "Round twelve").
+pub(crate) const PIECE_DATA_BYTES: usize = 3 * 128 * 1024;
 
 /// True when a reply carrying `len` bytes of a file is encoded by the writer, in pieces.
 pub(crate) fn in_pieces(len: usize) -> bool {
@@ -102,7 +105,7 @@ where
 
 /// How many pieces a helper makes ahead of the writer at most (2 MiB of text): a 1 MiB block is
 /// made in one go, and a larger reply's text is never whole in memory.
-const LEAD_PIECES: usize = 8;
+const LEAD_PIECES: usize = 4;
 
 /// Whether one writer's helper is queued on the blocking pool or running.
 #[derive(Debug, Default)]
