@@ -151,6 +151,8 @@ mod tests {
 
         fn flushed(&mut self) {
             self.flushes += 1;
+            // Once a flush is done the queue closes, whether the end gathered or not.
+            self.senders = None;
         }
 
         async fn gather(&mut self, taken: usize) -> bool {
