@@ -1,6 +1,7 @@
 //! The stdio transport and `--remote-command`.
 
 use super::*;
+use test_case::test_case;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_serves_every_method_with_data_frames() {
@@ -129,11 +130,77 @@ async fn stdio_child_dying_mid_call_fails_every_pending_call_promptly() {
     assert!(fs.is_closed());
 }
 
-/// A WebSocket endpoint that only sends, onto a child's stdin; dropping it closes the stdin.
-type Sender = WebSocketStream<tokio::io::Join<tokio::io::Empty, tokio::process::ChildStdin>>;
+/// What a test writes to a stdio server's stdin; dropping it ends the stdin.
+type Input = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// What a test reads from a stdio server's stdout.
+type Output = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A WebSocket endpoint that only sends, onto a child's stdin; dropping it ends the stdin.
+type Sender = WebSocketStream<tokio::io::Join<tokio::io::Empty, Input>>;
 
 /// A WebSocket endpoint that only receives, from a child's stdout.
-type Receiver = WebSocketStream<tokio::io::Join<tokio::process::ChildStdout, tokio::io::Sink>>;
+type Receiver = WebSocketStream<tokio::io::Join<Output, tokio::io::Sink>>;
+
+/// What a `capfs serve --listen stdio` child is given as its stdin and stdout.
+#[derive(Clone, Copy, Debug)]
+enum Channel {
+    /// Two pipes, as `kubectl exec` gives.
+    Pipes,
+    /// Both one end of a Unix socket pair, as sshd and `connect_command` give.
+    OneSocket,
+    /// Each one end of a socket pair of its own.
+    TwoSockets,
+}
+
+/// A socket pair: the test's end (non-blocking, for tokio) and the child's.
+fn socket_pair() -> (tokio::net::UnixStream, std::os::unix::net::UnixStream) {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    (tokio::net::UnixStream::from_std(ours).unwrap(), theirs)
+}
+
+/// Starts `capfs serve --listen stdio` on `ws` over `channel`: the child, its stdin and its
+/// stdout.
+fn start_stdio_server(ws: &Path, channel: Channel) -> (tokio::process::Child, Input, Output) {
+    use std::os::fd::OwnedFd;
+    use std::process::Stdio;
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--listen", "stdio", "--root"])
+        .arg(ws)
+        .env("RUST_LOG", "capfs=warn")
+        .kill_on_drop(true);
+    match channel {
+        Channel::Pipes => {
+            command.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = command.spawn().unwrap();
+            let stdin = child.stdin.take().unwrap();
+            let stdout = child.stdout.take().unwrap();
+            (child, Box::new(stdin), Box::new(stdout))
+        }
+        Channel::OneSocket => {
+            let (ours, theirs) = socket_pair();
+            let theirs_too = theirs.try_clone().unwrap();
+            command
+                .stdin(Stdio::from(OwnedFd::from(theirs)))
+                .stdout(Stdio::from(OwnedFd::from(theirs_too)));
+            let child = command.spawn().unwrap();
+            // Dropping the writing half shuts the socket down for writing only.
+            let (read, write) = ours.into_split();
+            (child, Box::new(write), Box::new(read))
+        }
+        Channel::TwoSockets => {
+            let (input, stdin) = socket_pair();
+            let (output, stdout) = socket_pair();
+            command
+                .stdin(Stdio::from(OwnedFd::from(stdin)))
+                .stdout(Stdio::from(OwnedFd::from(stdout)));
+            let child = command.spawn().unwrap();
+            (child, Box::new(input), Box::new(output))
+        }
+    }
+}
 
 async fn send_json(sender: &mut Sender, value: Value) {
     sender
@@ -155,20 +222,15 @@ async fn next_json(receiver: &mut Receiver) -> Option<Value> {
     }
 }
 
+#[test_case(Channel::Pipes ; "pipes")]
+#[test_case(Channel::OneSocket ; "one socket")]
+#[test_case(Channel::TwoSockets ; "two sockets")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero() {
+async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero(channel: Channel) {
     let (_dir, ws) = workspace();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "stdio", "--root"])
-        .arg(&ws)
-        .env("RUST_LOG", "capfs=warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdin = tokio::io::join(tokio::io::empty(), child.stdin.take().unwrap());
-    let stdout = tokio::io::join(child.stdout.take().unwrap(), tokio::io::sink());
+    let (mut child, stdin, stdout) = start_stdio_server(&ws, channel);
+    let stdin = tokio::io::join(tokio::io::empty(), stdin);
+    let stdout = tokio::io::join(stdout, tokio::io::sink());
     let mut sender = WebSocketStream::from_raw_socket(stdin, Role::Client, None).await;
     let mut receiver = WebSocketStream::from_raw_socket(stdout, Role::Client, None).await;
 
@@ -197,7 +259,7 @@ async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero() {
         json!({"id": 3, "method": "fs/getMetadata", "params": {"path": ws}}),
     )
     .await;
-    // `send` returned, so every byte is in the pipe: close stdin with both requests unanswered
+    // `send` returned, so every byte is on its way: close stdin with both requests unanswered
     // (or at most answered in part).
     drop(sender);
 
@@ -213,6 +275,78 @@ async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero() {
         .unwrap();
     assert!(status.success(), "{status}");
     assert_eq!(std::fs::read(&file).unwrap(), data);
+}
+
+/// codex's JSON lines over a socket: the server looks at the first byte without taking it.
+#[tokio::test]
+async fn stdio_speaks_json_lines_on_a_socket() {
+    let (_dir, ws) = workspace();
+    std::fs::write(ws.join("a.txt"), "hello").unwrap();
+    let (mut child, mut stdin, mut stdout) = start_stdio_server(&ws, Channel::OneSocket);
+    let lines = [
+        json!({"id": 1, "method": "initialize", "params": {"clientName": "codex"}}),
+        json!({"method": "initialized"}),
+        json!({"id": 2, "method": "fs/readFile", "params": {"path": ws.join("a.txt")}}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    stdin.write_all(text.as_bytes()).await.unwrap();
+    drop(stdin);
+    let mut replies = String::new();
+    tokio::time::timeout(WAIT, stdout.read_to_string(&mut replies))
+        .await
+        .expect("the server answered and ended in time")
+        .unwrap();
+    let replies: Vec<Value> = replies
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON message per line"))
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[0]["result"]["capfs"]["dataFrames"], false);
+    assert_eq!(
+        replies[1]["result"]["dataBase64"], "aGVsbG8=",
+        "{replies:?}"
+    );
+    let status = tokio::time::timeout(WAIT, child.wait()).await.unwrap();
+    assert!(status.unwrap().success());
+}
+
+/// A stdio server on pipes lets each hold 1 MiB, where the kernel gives 64 KiB: a streamed
+/// transfer then hands over 1 MiB a wake-up.
+#[tokio::test]
+async fn a_stdio_server_widens_its_pipes() {
+    let (_dir, ws) = workspace();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "stdio", "--root"])
+        .arg(&ws)
+        .env("RUST_LOG", "capfs=warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let sizes = |stdin: &tokio::process::ChildStdin, stdout: &tokio::process::ChildStdout| {
+        (
+            rustix::pipe::fcntl_getpipe_size(stdin).unwrap(),
+            rustix::pipe::fcntl_getpipe_size(stdout).unwrap(),
+        )
+    };
+    let before = sizes(&stdin, &stdout);
+    assert!(before.0 < 1 << 20 && before.1 < 1 << 20, "{before:?}");
+    let line = json!({"id": 1, "method": "initialize", "params": {"clientName": "codex"}});
+    stdin
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .unwrap();
+    // The server reads its first byte after it has widened both.
+    let mut first = [0u8; 1];
+    let mut stdout = stdout;
+    tokio::time::timeout(WAIT, stdout.read_exact(&mut first))
+        .await
+        .expect("the server answered in time")
+        .unwrap();
+    assert_eq!(sizes(&stdin, &stdout), (1 << 20, 1 << 20));
 }
 
 #[tokio::test]

@@ -16,7 +16,8 @@ use super::client::{Client, CommandGroup};
 use super::common::timed_out;
 use super::handle::RemoteFileSystem;
 use super::options::RemoteOptions;
-use crate::transport::shared::{DirectSocket, SharedSocket};
+use crate::transport::shared::{DirectSocket, SharedSocket, StreamSocket};
+use crate::transport::stdio::widen_socket;
 
 /// The bounds on what the server sends: a frame or message longer than
 /// `options.max_message_bytes` ends the connection when its header announces it, before
@@ -154,7 +155,7 @@ impl RemoteFileSystem {
         // Plain TCP: the writer writes streamed writes' data frames into the socket itself.
         let connect = async {
             let tcp = connect_tcp(&request).await?;
-            let shared = SharedSocket::new(tcp);
+            let shared = SharedSocket::new(StreamSocket::Tcp(tcp));
             let socket = shared.direct();
             let config = Some(client_ws_config(&options));
             let (ws, _) =
@@ -181,8 +182,8 @@ impl RemoteFileSystem {
         Err(crate::error::tls_not_built())
     }
 
-    /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout, as
-    /// `capfs serve --listen stdio` expects: WebSocket frames without the HTTP upgrade. The
+    /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout (both one
+    /// end of a Unix socket pair), as `capfs serve --listen stdio` expects: WebSocket frames without the HTTP upgrade. The
     /// command's stderr is the caller's. `options.token` is not used: the command's own channel
     /// (ssh, `kubectl exec`) authenticates. The command runs in its own process group, which
     /// is killed when the file system is dropped; when it exits, every pending and later call fails with `BrokenPipe`.
@@ -203,11 +204,20 @@ impl RemoteFileSystem {
     /// The error of spawning `sh`; `TimedOut` when the command does not complete `initialize`
     /// within `connect_timeout`; `BrokenPipe` when it exits before.
     pub async fn connect_command(command: &str, options: RemoteOptions) -> io::Result<Self> {
+        // The command's stdin and stdout are both one end of a Unix socket pair, as `sftp -D`
+        // gives its server: a socket's reader and writer copy side by side, where a pipe's take
+        // turns under one lock.
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let theirs_out = theirs.try_clone()?;
+        widen_socket(&ours);
+        widen_socket(&theirs);
+        ours.set_nonblocking(true)?;
+        let io = tokio::net::UnixStream::from_std(ours)?;
         let child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
             .stderr(Stdio::inherit())
             // A local `capfs serve` must not take these as its own client settings.
             .env_remove("CAPFS_REMOTE_COMMAND")
@@ -218,11 +228,19 @@ impl RemoteFileSystem {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| crate::error::prefixed(format_args!("starting `sh -c {command}`"), &e))?;
-        let mut child = CommandGroup(child);
-        let stdin = child.0.stdin.take().expect("stdin is piped");
-        let stdout = child.0.stdout.take().expect("stdout is piped");
-        let io = tokio::io::join(stdout, stdin);
-        Self::over_byte_stream(io, &options, Some(child))
+        // The command's end is closed here (the `Command` is gone): only the command holds it,
+        // and its exit ends the stream.
+        let child = CommandGroup(child);
+        // Data frames are written past tungstenite, as on TCP.
+        let shared = SharedSocket::new(StreamSocket::Unix(io));
+        let socket = shared.direct();
+        let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            shared,
+            Role::Client,
+            Some(client_ws_config(&options)),
+        )
+        .await;
+        Self::start(ws, Some(socket), &options, Some(child))
             .await
             .map_err(|e| crate::error::prefixed(format_args!("`{command}`"), &e))
     }
@@ -244,26 +262,13 @@ impl RemoteFileSystem {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        Self::over_byte_stream(io, &options, None).await
-    }
-
-    /// WebSocket frames on `io` as they are, then `initialize`; `command` carries the
-    /// connection when there is one, and is killed with it.
-    async fn over_byte_stream<S>(
-        io: S,
-        options: &RemoteOptions,
-        command: Option<CommandGroup>,
-    ) -> io::Result<Self>
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
             io,
             Role::Client,
-            Some(client_ws_config(options)),
+            Some(client_ws_config(&options)),
         )
         .await;
-        Self::start(ws, None, options, command).await
+        Self::start(ws, None, &options, None).await
     }
 
     /// Starts the connection's tasks on an open WebSocket and completes `initialize`.

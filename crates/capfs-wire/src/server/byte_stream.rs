@@ -1,9 +1,11 @@
 //! One connection served over a byte stream such as stdin and stdout, without a listener.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
-use tokio::io::AsyncReadExt;
+use rustix::net::RecvFlags;
+use tokio::io::{AsyncReadExt, Interest};
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_util::sync::CancellationToken;
 
@@ -12,7 +14,8 @@ use super::connection::Connection;
 use super::listener::shutdown_deadline_passed;
 use super::shared::Shared;
 use crate::transport::lines;
-use crate::transport::stdio::EndAsStop;
+use crate::transport::shared::{DirectSocket, SharedSocket, StreamSocket};
+use crate::transport::stdio::{EndAsStop, widen_pipe, widen_socket};
 use capfs::ExecutorFileSystem;
 
 /// Serves exactly one connection over the process's stdin and stdout: WebSocket frames
@@ -30,9 +33,29 @@ pub async fn serve_stdio(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    // Pipes (what ssh, `kubectl exec` and `RemoteFileSystem::connect_command` give) are read and
-    // written without blocking, on the runtime itself; tokio's stdin and stdout, the fallback for
-    // anything else, hand every read and write to the blocking pool and back.
+    // Unix stream sockets (what `RemoteFileSystem::connect_command` gives, and sshd) and pipes
+    // (`kubectl exec`) are read and written without blocking, on the runtime itself; tokio's
+    // stdin and stdout, the fallback for anything else, hand every read and write to the
+    // blocking pool and back.
+    let (stdin, stdout) = (io::stdin(), io::stdout());
+    match (
+        unix_stream_id(stdin.as_fd()),
+        unix_stream_id(stdout.as_fd()),
+    ) {
+        (Some(input), Some(output)) if input == output => {
+            if let Some(socket) = nonblocking_socket(stdin.as_fd()) {
+                return serve_socket(fs, config, socket, shutdown).await;
+            }
+        }
+        (Some(_), Some(_)) => {
+            let input = nonblocking_socket(stdin.as_fd());
+            if let (Some(input), Some(output)) = (input, nonblocking_socket(stdout.as_fd())) {
+                let io = tokio::io::join(input, output);
+                return serve_byte_stream(fs, config, io, "stdio", shutdown).await;
+            }
+        }
+        _ => {}
+    }
     if let (Some(input), Some(output)) = (stdin_pipe(), stdout_pipe()) {
         let io = tokio::io::join(input, output);
         return serve_byte_stream(fs, config, io, "stdio", shutdown).await;
@@ -41,18 +64,78 @@ pub async fn serve_stdio(
     serve_byte_stream(fs, config, io, "stdio", shutdown).await
 }
 
-/// Standard input as a non-blocking pipe, when it is one.
-fn stdin_pipe() -> Option<tokio::net::unix::pipe::Receiver> {
-    use std::os::fd::AsFd;
-    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
-    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()
+/// Serves one connection on `socket`, both stdin and stdout: as [`serve_byte_stream`] does,
+/// and with WebSocket frames, the data frames written past tungstenite as on TCP.
+async fn serve_socket(
+    fs: Arc<dyn ExecutorFileSystem>,
+    config: ServerConfig,
+    socket: tokio::net::UnixStream,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    config.validate()?;
+    let mut first = [0u8; 1];
+    let peeked = socket
+        .async_io(Interest::READABLE, || {
+            rustix::net::recv(&socket, &mut first, RecvFlags::PEEK)
+                .map(|(n, _)| n)
+                .map_err(io::Error::from)
+        })
+        .await?;
+    if peeked == 0 {
+        return Ok(());
+    }
+    if lines::starts_a_line(first[0]) {
+        return serve_byte_stream(fs, config, socket, "stdio", shutdown).await;
+    }
+    let shared = SharedSocket::new(StreamSocket::Unix(socket));
+    let direct = shared.direct();
+    let stop = CancellationToken::new();
+    serve_framed(
+        fs,
+        config,
+        shared,
+        Some(direct),
+        "stdio",
+        false,
+        stop,
+        shutdown,
+    )
+    .await
 }
 
-/// Standard output as a non-blocking pipe, when it is one.
+/// The device and inode of `fd` when it is a Unix stream socket: two descriptors of one
+/// socket have the same.
+fn unix_stream_id(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
+    use rustix::net::{AddressFamily, SocketType, sockopt};
+    let stat = rustix::fs::fstat(fd).ok()?;
+    let stream = rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
+        && sockopt::socket_domain(fd).ok()? == AddressFamily::UNIX
+        && sockopt::socket_type(fd).ok()? == SocketType::STREAM;
+    stream.then_some((stat.st_dev, stat.st_ino))
+}
+
+/// A copy of the socket `fd`, non-blocking, widened.
+fn nonblocking_socket(fd: BorrowedFd<'_>) -> Option<tokio::net::UnixStream> {
+    let socket = std::os::unix::net::UnixStream::from(fd.try_clone_to_owned().ok()?);
+    socket.set_nonblocking(true).ok()?;
+    widen_socket(&socket);
+    tokio::net::UnixStream::from_std(socket).ok()
+}
+
+/// Standard input as a non-blocking pipe, when it is one, widened.
+fn stdin_pipe() -> Option<tokio::net::unix::pipe::Receiver> {
+    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()?;
+    widen_pipe(&pipe);
+    Some(pipe)
+}
+
+/// Standard output as a non-blocking pipe, when it is one, widened.
 fn stdout_pipe() -> Option<tokio::net::unix::pipe::Sender> {
-    use std::os::fd::AsFd;
     let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
-    tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()
+    let pipe = tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()?;
+    widen_pipe(&pipe);
+    Some(pipe)
 }
 
 /// Serves exactly one connection over `io`, as [`serve_stdio`] does over stdin and stdout;
@@ -85,21 +168,24 @@ where
     if lines::starts_a_line(first[0]) {
         let max_line = config.max_message_bytes;
         let (pipe, bridge) = lines::serve_lines(input, output, ws_config(&config), max_line).await;
-        let served = serve_framed(fs, config, pipe, peer, true, stop, shutdown).await;
+        let served = serve_framed(fs, config, pipe, None, peer, true, stop, shutdown).await;
         // The bridge ends once the connection has closed its side of the pipe.
         let _ = bridge.await;
         return served;
     }
     let io = tokio::io::join(input, output);
-    serve_framed(fs, config, io, peer, false, stop, shutdown).await
+    serve_framed(fs, config, io, None, peer, false, stop, shutdown).await
 }
 
 /// Runs one connection on the WebSocket frames of `io` until it ends, or until `shutdown` and
-/// then the shutdown timeout; `over_lines` when the frames carry JSON lines.
+/// then the shutdown timeout; `socket` writes the data frames when `io` is a shared socket;
+/// `over_lines` when the frames carry JSON lines.
+#[allow(clippy::too_many_arguments)]
 async fn serve_framed<S>(
     fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     io: S,
+    socket: Option<DirectSocket>,
     peer: &str,
     over_lines: bool,
     stop: CancellationToken,
@@ -118,15 +204,17 @@ where
         Some(ws_config(&config)),
     )
     .await;
-    serve_one(fs, config, ws, peer, over_lines, stop, shutdown).await
+    serve_one(fs, config, ws, socket, peer, over_lines, stop, shutdown).await
 }
 
 /// Runs one connection on `ws` until it ends, or until `shutdown` and then the shutdown
 /// timeout; `over_lines` when it carries JSON lines.
+#[allow(clippy::too_many_arguments)]
 async fn serve_one<S>(
     fs: Arc<dyn ExecutorFileSystem>,
     config: ServerConfig,
     ws: tokio_tungstenite::WebSocketStream<S>,
+    socket: Option<DirectSocket>,
     peer: &str,
     over_lines: bool,
     stop: CancellationToken,
@@ -146,7 +234,7 @@ where
     }
     let run_stop = stop.clone();
     let run = async move {
-        connection.run(ws, None, run_stop).await;
+        connection.run(ws, socket, run_stop).await;
         if let Some(processes) = processes {
             processes.shutdown(grace).await;
         }

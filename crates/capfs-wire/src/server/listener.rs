@@ -24,7 +24,7 @@ use super::connection::Connection;
 use super::probes::{self, peek_head, probe_of};
 use super::shared::Shared;
 use super::threads::ConnectionThreads;
-use crate::transport::shared::SharedSocket;
+use crate::transport::shared::{SharedSocket, StreamSocket};
 use capfs::ExecutorFileSystem;
 
 /// The answer to every request but a probe once the server drains.
@@ -414,7 +414,7 @@ async fn serve_connection(
         };
         let config = ws_config(&shared.config);
         // Shared with the connection's writer, which writes data frames into it.
-        let shared_socket = SharedSocket::new(stream);
+        let shared_socket = SharedSocket::new(StreamSocket::Tcp(stream));
         let socket = shared_socket.direct();
         let ws =
             tokio_tungstenite::accept_hdr_async_with_config(shared_socket, callback, Some(config))

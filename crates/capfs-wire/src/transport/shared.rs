@@ -1,5 +1,6 @@
-//! A TCP socket that tungstenite and the code around it both write: tungstenite its messages,
-//! the connection's writer whole data frames it builds itself, past tungstenite's buffers.
+//! A stream socket (TCP, or a Unix socket pair such as a command's stdin and stdout) that
+//! tungstenite and the code around it both write: tungstenite its messages, the connection's
+//! writer whole data frames it builds itself, past tungstenite's buffers.
 //!
 //! The server sends the data frames of a streamed read this way (`server/outgoing.rs`), the
 //! client those of a streamed write (`remote/outgoing.rs`). Both halves of tungstenite write:
@@ -9,6 +10,7 @@
 //! frame is only ever written whole.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker, ready};
@@ -17,7 +19,7 @@ use futures_util::{Sink, SinkExt};
 use rustix::io::Errno;
 use rustix::net::SendFlags;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::protocol::DATA_FRAME_HEADER_LEN;
@@ -37,15 +39,72 @@ pub(crate) const FRAME_HEAD_ROOM: usize = 14 + DATA_FRAME_HEADER_LEN;
 /// its own.
 pub(crate) const READ_BUFFER_BYTES: usize = 16 * 1024;
 
-/// The socket of a TCP connection as tungstenite reads and writes it; the writer's handle on
-/// the same socket is [`DirectSocket`]. Only tungstenite reads.
+/// A connected stream socket of either kind a connection runs on with data frames written
+/// past tungstenite: both are read and written the same way.
+pub(crate) enum StreamSocket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl StreamSocket {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Self::Tcp(s) => s.poll_read_ready(cx),
+            Self::Unix(s) => s.poll_read_ready(cx),
+        }
+    }
+
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Self::Tcp(s) => s.poll_write_ready(cx),
+            Self::Unix(s) => s.poll_write_ready(cx),
+        }
+    }
+
+    fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match self {
+            Self::Tcp(s) => s.try_io(interest, f),
+            Self::Unix(s) => s.try_io(interest, f),
+        }
+    }
+
+    async fn async_io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        match self {
+            Self::Tcp(s) => s.async_io(interest, f).await,
+            Self::Unix(s) => s.async_io(interest, f).await,
+        }
+    }
+
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.try_write(buf),
+            Self::Unix(s) => s.try_write(buf),
+        }
+    }
+}
+
+impl AsFd for StreamSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Self::Tcp(s) => s.as_fd(),
+            Self::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// The socket of a connection as tungstenite reads and writes it; the writer's handle on the
+/// same socket is [`DirectSocket`]. Only tungstenite reads.
 pub(crate) struct SharedSocket {
-    socket: Arc<TcpStream>,
+    socket: Arc<StreamSocket>,
     turn: Arc<Turn>,
 }
 
 impl SharedSocket {
-    pub(crate) fn new(socket: TcpStream) -> Self {
+    pub(crate) fn new(socket: StreamSocket) -> Self {
         Self {
             socket: Arc::new(socket),
             turn: Arc::new(Turn::default()),
@@ -157,7 +216,7 @@ impl AsyncWrite for SharedSocket {
 
 /// The writer's side of a [`SharedSocket`].
 pub(crate) struct DirectSocket {
-    socket: Arc<TcpStream>,
+    socket: Arc<StreamSocket>,
     turn: Arc<Turn>,
 }
 
@@ -266,7 +325,7 @@ pub(crate) trait TextPieces {
 }
 
 /// Writes all of `bytes` to the socket, waiting for room.
-async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+async fn write_all(socket: &StreamSocket, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         let n = socket
             .async_io(Interest::WRITABLE, || {
