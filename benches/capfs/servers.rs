@@ -9,7 +9,7 @@ use std::time::Duration;
 use capfs::{Access, ExecutorFileSystem, LocalFileSystem, Sandbox};
 use capfs_wire::{RemoteFileSystem, RemoteOptions};
 
-use crate::measure::multi_thread;
+use crate::measure::{cpu_of, multi_thread};
 
 /// A running `capfs serve` over `root`, killed when dropped.
 pub(crate) struct Server {
@@ -59,20 +59,9 @@ impl Server {
 }
 
 impl Server {
-    /// User + system CPU time the server has used so far (`/proc/PID/stat` counts in the
-    /// kernel's USER_HZ, 100 a second on Linux).
+    /// User + system CPU time the server has used so far.
     pub(crate) fn cpu(&self) -> Duration {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // The fields after the command name, which is in parentheses and may hold spaces.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .skip(11)
-            .take(2)
-            .filter_map(|f| f.parse().ok())
-            .collect();
-        Duration::from_millis(fields.iter().sum::<u64>() * 10)
+        cpu_of(self.child.id())
     }
 }
 
