@@ -98,6 +98,19 @@ fn transfer_over_stdio(ws: &Path, args: &[&str]) -> Measured {
     run_measured(bin, &full, None)
 }
 
+/// One round of `capfs args...` over stdio into `row`: `destination` is cleared first and must
+/// then hold what `source` holds.
+fn stdio_round(row: &mut BulkRow, ws: &Path, args: &[&str], source: &Path, destination: &Path) {
+    settle(destination);
+    let t = transfer_over_stdio(ws, args);
+    row.record(t.elapsed, None, None, Some(t.peak_kib));
+    assert!(
+        same_contents(source, destination),
+        "capfs {} over stdio corrupted",
+        args[0]
+    );
+}
+
 pub(crate) async fn raw_tcp_copy(bytes: usize) -> Duration {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -269,12 +282,12 @@ pub(crate) fn bulk_section(scratch: &Path) {
             "capfs get corrupted"
         );
 
-        settle(&local_back);
-        let t = transfer_over_stdio(&ws, &["get", data, back]);
-        rows[stdio_get].record(t.elapsed, None, None, Some(t.peak_kib));
-        assert!(
-            same_contents(&local_src, &local_back),
-            "capfs get over stdio corrupted"
+        stdio_round(
+            &mut rows[stdio_get],
+            &ws,
+            &["get", data, back],
+            &local_src,
+            &local_back,
         );
 
         if has_sftp {
@@ -298,12 +311,12 @@ pub(crate) fn bulk_section(scratch: &Path) {
             "capfs put corrupted"
         );
 
-        settle(&remote_put);
-        let t = transfer_over_stdio(&ws, &["put", src, put]);
-        rows[stdio_put].record(t.elapsed, None, None, Some(t.peak_kib));
-        assert!(
-            same_contents(&local_src, &remote_put),
-            "capfs put over stdio corrupted"
+        stdio_round(
+            &mut rows[stdio_put],
+            &ws,
+            &["put", src, put],
+            &local_src,
+            &remote_put,
         );
     }
 
