@@ -375,8 +375,9 @@ pub(crate) fn bulk_section(scratch: &Path) {
          sftp: `sftp -q -D {SFTP_SERVER} -b -` (its sftp-server on a Unix socket pair, no \
          encryption); capfs: the release binary against a fresh `capfs serve` per transfer, over \
          loopback TCP, or (stdio) started by the client with `--remote-command` on a Unix socket \
-         pair as sftp starts its server. The two `file through` rows are the floors: the same file read, sent \
-         through the transport and written, by two threads of this process, with no protocol. \
+         pair as sftp starts its server. The two `file through` rows are the floors: the same \
+         file read, sent through the transport and written, by two threads of this process, with \
+         no protocol. \
          CPU: the least user + system time of the 3 (sftp's includes its server; capfs's over \
          TCP adds the server's; capfs's over stdio is not measured, its server being killed \
          unwaited; a floor's is both its threads')."

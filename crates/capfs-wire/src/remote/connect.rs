@@ -183,8 +183,8 @@ impl RemoteFileSystem {
     }
 
     /// Runs `command` with `sh -c` and speaks the protocol over its stdin and stdout (both one
-    /// end of a Unix socket pair), as `capfs serve --listen stdio` expects: WebSocket frames without the HTTP upgrade. The
-    /// command's stderr is the caller's. `options.token` is not used: the command's own channel
+    /// end of a Unix socket pair), as `capfs serve --listen stdio` expects: WebSocket frames
+    /// without the HTTP upgrade. The command's stderr is the caller's. `options.token` is not used: the command's own channel
     /// (ssh, `kubectl exec`) authenticates. The command runs in its own process group, which
     /// is killed when the file system is dropped; when it exits, every pending and later call fails with `BrokenPipe`.
     ///

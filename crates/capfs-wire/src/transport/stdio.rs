@@ -1,5 +1,5 @@
-//! A byte stream whose end stops a connection instead of breaking it, and the pipes such a
-//! stream often runs over.
+//! A byte stream whose end stops a connection instead of breaking it, and the pipes and sockets
+//! such a stream runs over, widened.
 
 use std::io;
 use std::os::fd::AsFd;
