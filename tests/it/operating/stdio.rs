@@ -277,6 +277,71 @@ async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero(chan
     assert_eq!(std::fs::read(&file).unwrap(), data);
 }
 
+/// A peer on a stdio server's one socket that asks for 64 replies of 4 MiB and reads none: the
+/// replies go out past tungstenite as on TCP, and once the writer has waited on the socket for
+/// twice the idle timeout the server says so, closes the connection and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
+    use std::os::fd::OwnedFd;
+    use tokio::io::AsyncBufReadExt;
+    let (_dir, ws) = workspace();
+    let big = ws.join("big");
+    std::fs::write(&big, vec![7u8; 4 << 20]).unwrap();
+    let (ours, theirs) = socket_pair();
+    let theirs_too = theirs.try_clone().unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "stdio",
+            "--stream-idle-timeout",
+            "500ms",
+            "--root",
+        ])
+        .arg(&ws)
+        .env("RUST_LOG", "capfs=warn")
+        .stdin(std::process::Stdio::from(OwnedFd::from(theirs)))
+        .stdout(std::process::Stdio::from(OwnedFd::from(theirs_too)))
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut peer = WebSocketStream::from_raw_socket(ours, Role::Client, None).await;
+    let initialize = json!({"id": 0, "method": "initialize", "params": {"clientName": "t"}});
+    peer.send(WsMessage::text(initialize.to_string()))
+        .await
+        .unwrap();
+    let reply = tokio::time::timeout(WAIT, peer.next()).await.unwrap();
+    assert!(matches!(reply, Some(Ok(WsMessage::Text(_)))), "{reply:?}");
+    let initialized = json!({"method": "initialized"});
+    peer.send(WsMessage::text(initialized.to_string()))
+        .await
+        .unwrap();
+    for id in 1..=64 {
+        let read = json!({"id": id, "method": "fs/readFile", "params": {"path": big}});
+        peer.send(WsMessage::text(read.to_string())).await.unwrap();
+    }
+    let warned = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("took nothing queued for it") {
+                return true;
+            }
+        }
+        false
+    });
+    assert!(
+        warned.await.unwrap_or(false),
+        "the server never closed the peer"
+    );
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the server exited in time")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    drop(peer);
+}
+
 /// codex's JSON lines over a socket: the server looks at the first byte without taking it.
 #[tokio::test]
 async fn stdio_speaks_json_lines_on_a_socket() {
