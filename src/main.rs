@@ -368,8 +368,11 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     };
     if stdio {
         config.processes = became()?;
+        // Watched from before the line below: a signal that comes before the peer's first byte
+        // stops the server too.
+        let signals = signals::Signals::new();
         tracing::info!("serving one connection on stdin/stdout");
-        server::serve_stdio(fs, config, shutdown_signal())
+        server::serve_stdio(fs, config, signals.first())
             .await
             .map_err(serving)?;
         tracing::info!("stopped");

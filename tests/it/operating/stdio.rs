@@ -163,6 +163,15 @@ fn socket_pair() -> (tokio::net::UnixStream, std::os::unix::net::UnixStream) {
 /// Starts `capfs serve --listen stdio` on `ws` over `channel`: the child, its stdin and its
 /// stdout.
 fn start_stdio_server(ws: &Path, channel: Channel) -> (tokio::process::Child, Input, Output) {
+    start_stdio_server_with(ws, channel, |_| {})
+}
+
+/// As [`start_stdio_server`], the command changed by `configure` first.
+fn start_stdio_server_with(
+    ws: &Path,
+    channel: Channel,
+    configure: impl FnOnce(&mut Command),
+) -> (tokio::process::Child, Input, Output) {
     use std::os::fd::OwnedFd;
     use std::process::Stdio;
     let mut command = Command::new(BIN);
@@ -171,6 +180,7 @@ fn start_stdio_server(ws: &Path, channel: Channel) -> (tokio::process::Child, In
         .arg(ws)
         .env("RUST_LOG", "capfs=warn")
         .kill_on_drop(true);
+    configure(&mut command);
     match channel {
         Channel::Pipes => {
             command.stdin(Stdio::piped()).stdout(Stdio::piped());
@@ -282,32 +292,17 @@ async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero(chan
 /// twice the idle timeout the server says so, closes the connection and exits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
-    use std::os::fd::OwnedFd;
     use tokio::io::AsyncBufReadExt;
     let (_dir, ws) = workspace();
     let big = ws.join("big");
     std::fs::write(&big, vec![7u8; 4 << 20]).unwrap();
-    let (ours, theirs) = socket_pair();
-    let theirs_too = theirs.try_clone().unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "stdio",
-            "--stream-idle-timeout",
-            "500ms",
-            "--root",
-        ])
-        .arg(&ws)
-        .env("RUST_LOG", "capfs=warn")
-        .stdin(std::process::Stdio::from(OwnedFd::from(theirs)))
-        .stdout(std::process::Stdio::from(OwnedFd::from(theirs_too)))
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let (mut child, stdin, stdout) = start_stdio_server_with(&ws, Channel::OneSocket, |c| {
+        c.args(["--stream-idle-timeout", "500ms"])
+            .stderr(std::process::Stdio::piped());
+    });
     let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut peer = WebSocketStream::from_raw_socket(ours, Role::Client, None).await;
+    let io = tokio::io::join(stdout, stdin);
+    let mut peer = WebSocketStream::from_raw_socket(io, Role::Client, None).await;
     let initialize = json!({"id": 0, "method": "initialize", "params": {"clientName": "t"}});
     peer.send(WsMessage::text(initialize.to_string()))
         .await
@@ -340,6 +335,66 @@ async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
         .unwrap();
     assert!(status.success(), "{status}");
     drop(peer);
+}
+
+/// SIGTERM before the peer has sent anything stops the server at once, with success: it was
+/// watched before the server said it serves.
+#[test_case(Channel::Pipes ; "pipes")]
+#[test_case(Channel::OneSocket ; "one socket")]
+#[tokio::test]
+async fn a_stdio_server_stops_on_sigterm_before_the_first_byte(channel: Channel) {
+    use tokio::io::AsyncBufReadExt;
+    let (_dir, ws) = workspace();
+    let (mut child, _stdin, _stdout) = start_stdio_server_with(&ws, channel, |c| {
+        c.env("RUST_LOG", "capfs=info")
+            .stderr(std::process::Stdio::piped());
+    });
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let serving = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("serving one connection") {
+                return true;
+            }
+        }
+        false
+    });
+    assert!(
+        serving.await.unwrap_or(false),
+        "the server never said it serves"
+    );
+    let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the server stopped in time")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// A stdin that is a pipe and a stdout that is a file: neither is made non-blocking, so the
+/// replies are written to the file as to any other stdout.
+#[test]
+fn stdio_answers_into_a_file() {
+    use std::io::Write;
+    let (dir, ws) = workspace();
+    let out = dir.path().join("replies");
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--listen", "stdio", "--root"])
+        .arg(&ws)
+        .env("RUST_LOG", "capfs=warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .spawn()
+        .unwrap();
+    let line = json!({"id": 1, "method": "initialize", "params": {"clientName": "codex"}});
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let replies = std::fs::read_to_string(&out).unwrap();
+    let reply: Value = serde_json::from_str(replies.trim()).expect("one JSON reply");
+    assert_eq!(reply["id"], 1, "{replies}");
+    assert!(reply["result"]["sessionId"].is_string(), "{replies}");
 }
 
 /// codex's JSON lines over a socket: the server looks at the first byte without taking it.
@@ -397,8 +452,11 @@ async fn a_stdio_server_widens_its_pipes() {
             rustix::pipe::fcntl_getpipe_size(stdout).unwrap(),
         )
     };
-    let before = sizes(&stdin, &stdout);
-    assert!(before.0 < 1 << 20 && before.1 < 1 << 20, "{before:?}");
+    // What the kernel gives a new pipe here, for comparison (the server may already have
+    // widened its own by now).
+    let (fresh, _) = rustix::pipe::pipe().unwrap();
+    let default = rustix::pipe::fcntl_getpipe_size(&fresh).unwrap();
+    assert!(default < 1 << 20, "{default}");
     let line = json!({"id": 1, "method": "initialize", "params": {"clientName": "codex"}});
     stdin
         .write_all(format!("{line}\n").as_bytes())

@@ -36,32 +36,29 @@ pub async fn serve_stdio(
     // Unix stream sockets (what `RemoteFileSystem::connect_command` gives, and sshd) and pipes
     // (`kubectl exec`) are read and written without blocking, on the runtime itself; tokio's
     // stdin and stdout, the fallback for anything else, hand every read and write to the
-    // blocking pool and back.
+    // blocking pool and back. Both are looked at before either is made non-blocking: a
+    // non-blocking stdin (its open file, shared with the descriptor) would fail the blocking
+    // reads of the fallback with `EAGAIN`.
     let (stdin, stdout) = (io::stdin(), io::stdout());
-    match (
-        unix_stream_id(stdin.as_fd()),
-        unix_stream_id(stdout.as_fd()),
-    ) {
-        (Some(input), Some(output)) if input == output => {
-            if let Some(socket) = nonblocking_socket(stdin.as_fd()) {
-                return serve_socket(fs, config, socket, shutdown).await;
-            }
+    match (kind_of(stdin.as_fd()), kind_of(stdout.as_fd())) {
+        (Kind::UnixStream(input), Kind::UnixStream(output)) if input == output => {
+            let socket = nonblocking_socket(stdin.as_fd())?;
+            serve_socket(fs, config, socket, shutdown).await
         }
-        (Some(_), Some(_)) => {
-            let input = nonblocking_socket(stdin.as_fd());
-            if let (Some(input), Some(output)) = (input, nonblocking_socket(stdout.as_fd())) {
-                let io = tokio::io::join(input, output);
-                return serve_byte_stream(fs, config, io, "stdio", shutdown).await;
-            }
+        (Kind::UnixStream(_), Kind::UnixStream(_)) => {
+            let input = nonblocking_socket(stdin.as_fd())?;
+            let io = tokio::io::join(input, nonblocking_socket(stdout.as_fd())?);
+            serve_byte_stream(fs, config, io, "stdio", shutdown).await
         }
-        _ => {}
+        (Kind::Pipe, Kind::Pipe) => {
+            let io = tokio::io::join(stdin_pipe()?, stdout_pipe()?);
+            serve_byte_stream(fs, config, io, "stdio", shutdown).await
+        }
+        _ => {
+            let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
+            serve_byte_stream(fs, config, io, "stdio", shutdown).await
+        }
     }
-    if let (Some(input), Some(output)) = (stdin_pipe(), stdout_pipe()) {
-        let io = tokio::io::join(input, output);
-        return serve_byte_stream(fs, config, io, "stdio", shutdown).await;
-    }
-    let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
-    serve_byte_stream(fs, config, io, "stdio", shutdown).await
 }
 
 /// Serves one connection on `socket`, both stdin and stdout: as [`serve_byte_stream`] does,
@@ -74,13 +71,17 @@ async fn serve_socket(
 ) -> io::Result<()> {
     config.validate()?;
     let mut first = [0u8; 1];
-    let peeked = socket
-        .async_io(Interest::READABLE, || {
-            rustix::net::recv(&socket, &mut first, RecvFlags::PEEK)
-                .map(|(n, _)| n)
-                .map_err(io::Error::from)
-        })
-        .await?;
+    let peek = socket.async_io(Interest::READABLE, || {
+        rustix::net::recv(&socket, &mut first, RecvFlags::PEEK)
+            .map(|(n, _)| n)
+            .map_err(io::Error::from)
+    });
+    // A peer that has sent nothing yet is let go at shutdown.
+    tokio::pin!(shutdown);
+    let peeked = tokio::select! {
+        () = &mut shutdown => return Ok(()),
+        peeked = peek => peeked?,
+    };
     if peeked == 0 {
         return Ok(());
     }
@@ -103,39 +104,55 @@ async fn serve_socket(
     .await
 }
 
-/// The device and inode of `fd` when it is a Unix stream socket: two descriptors of one
-/// socket have the same.
-fn unix_stream_id(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
+/// What a standard descriptor is, as far as serving on it goes.
+enum Kind {
+    /// A Unix stream socket, by its device and inode: two descriptors of one socket have the
+    /// same.
+    UnixStream((u64, u64)),
+    Pipe,
+    Other,
+}
+
+fn kind_of(fd: BorrowedFd<'_>) -> Kind {
+    use rustix::fs::FileType;
     use rustix::net::{AddressFamily, SocketType, sockopt};
-    let stat = rustix::fs::fstat(fd).ok()?;
-    let stream = rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
-        && sockopt::socket_domain(fd).ok()? == AddressFamily::UNIX
-        && sockopt::socket_type(fd).ok()? == SocketType::STREAM;
-    stream.then_some((stat.st_dev, stat.st_ino))
+    let Ok(stat) = rustix::fs::fstat(fd) else {
+        return Kind::Other;
+    };
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Fifo => Kind::Pipe,
+        FileType::Socket
+            if sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX)
+                && sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM) =>
+        {
+            Kind::UnixStream((stat.st_dev, stat.st_ino))
+        }
+        _ => Kind::Other,
+    }
 }
 
 /// A copy of the socket `fd`, non-blocking, widened.
-fn nonblocking_socket(fd: BorrowedFd<'_>) -> Option<tokio::net::UnixStream> {
-    let socket = std::os::unix::net::UnixStream::from(fd.try_clone_to_owned().ok()?);
-    socket.set_nonblocking(true).ok()?;
+fn nonblocking_socket(fd: BorrowedFd<'_>) -> io::Result<tokio::net::UnixStream> {
+    let socket = std::os::unix::net::UnixStream::from(fd.try_clone_to_owned()?);
+    socket.set_nonblocking(true)?;
     widen_socket(&socket);
-    tokio::net::UnixStream::from_std(socket).ok()
+    tokio::net::UnixStream::from_std(socket)
 }
 
-/// Standard input as a non-blocking pipe, when it is one, widened.
-fn stdin_pipe() -> Option<tokio::net::unix::pipe::Receiver> {
-    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
-    let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()?;
+/// Standard input, a pipe, non-blocking and widened.
+fn stdin_pipe() -> io::Result<tokio::net::unix::pipe::Receiver> {
+    let fd = io::stdin().as_fd().try_clone_to_owned()?;
+    let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?;
     widen_pipe(&pipe);
-    Some(pipe)
+    Ok(pipe)
 }
 
-/// Standard output as a non-blocking pipe, when it is one, widened.
-fn stdout_pipe() -> Option<tokio::net::unix::pipe::Sender> {
-    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
-    let pipe = tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()?;
+/// Standard output, a pipe, non-blocking and widened.
+fn stdout_pipe() -> io::Result<tokio::net::unix::pipe::Sender> {
+    let fd = io::stdout().as_fd().try_clone_to_owned()?;
+    let pipe = tokio::net::unix::pipe::Sender::from_owned_fd(fd)?;
     widen_pipe(&pipe);
-    Some(pipe)
+    Ok(pipe)
 }
 
 /// Serves exactly one connection over `io`, as [`serve_stdio`] does over stdin and stdout;
@@ -158,10 +175,16 @@ where
 {
     config.validate()?;
     let stop = CancellationToken::new();
-    // The first byte decides the framing: a JSON line, or a WebSocket frame.
+    // The first byte decides the framing: a JSON line, or a WebSocket frame. A peer that has
+    // sent nothing yet is let go at shutdown.
     let (mut input, output) = tokio::io::split(io);
     let mut first = [0u8; 1];
-    if input.read(&mut first).await? == 0 {
+    tokio::pin!(shutdown);
+    let read = tokio::select! {
+        () = &mut shutdown => return Ok(()),
+        read = input.read(&mut first) => read?,
+    };
+    if read == 0 {
         return Ok(());
     }
     let input = std::io::Cursor::new(first).chain(input);
