@@ -153,6 +153,27 @@ enum Channel {
     TwoSockets,
 }
 
+/// The lines a child writes to its piped stderr.
+type StderrLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>;
+
+fn stderr_lines(child: &mut tokio::process::Child) -> StderrLines {
+    use tokio::io::AsyncBufReadExt;
+    tokio::io::BufReader::new(child.stderr.take().unwrap()).lines()
+}
+
+/// Whether a line holding `words` comes within the wait.
+async fn says(lines: &mut StderrLines, words: &str) -> bool {
+    let found = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(words) {
+                return true;
+            }
+        }
+        false
+    });
+    found.await.unwrap_or(false)
+}
+
 /// A socket pair: the test's end (non-blocking, for tokio) and the child's.
 fn socket_pair() -> (tokio::net::UnixStream, std::os::unix::net::UnixStream) {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -292,7 +313,6 @@ async fn stdio_finishes_in_flight_requests_when_stdin_closes_and_exits_zero(chan
 /// twice the idle timeout the server says so, closes the connection and exits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
-    use tokio::io::AsyncBufReadExt;
     let (_dir, ws) = workspace();
     let big = ws.join("big");
     std::fs::write(&big, vec![7u8; 4 << 20]).unwrap();
@@ -300,7 +320,7 @@ async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
         c.args(["--stream-idle-timeout", "500ms"])
             .stderr(std::process::Stdio::piped());
     });
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stderr = stderr_lines(&mut child);
     let io = tokio::io::join(stdout, stdin);
     let mut peer = WebSocketStream::from_raw_socket(io, Role::Client, None).await;
     let initialize = json!({"id": 0, "method": "initialize", "params": {"clientName": "t"}});
@@ -317,16 +337,8 @@ async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
         let read = json!({"id": id, "method": "fs/readFile", "params": {"path": big}});
         peer.send(WsMessage::text(read.to_string())).await.unwrap();
     }
-    let warned = tokio::time::timeout(WAIT, async {
-        while let Ok(Some(line)) = stderr.next_line().await {
-            if line.contains("took nothing queued for it") {
-                return true;
-            }
-        }
-        false
-    });
     assert!(
-        warned.await.unwrap_or(false),
+        says(&mut stderr, "took nothing queued for it").await,
         "the server never closed the peer"
     );
     let status = tokio::time::timeout(WAIT, child.wait())
@@ -343,23 +355,14 @@ async fn a_peer_that_reads_nothing_on_a_stdio_socket_is_closed() {
 #[test_case(Channel::OneSocket ; "one socket")]
 #[tokio::test]
 async fn a_stdio_server_stops_on_sigterm_before_the_first_byte(channel: Channel) {
-    use tokio::io::AsyncBufReadExt;
     let (_dir, ws) = workspace();
     let (mut child, _stdin, _stdout) = start_stdio_server_with(&ws, channel, |c| {
         c.env("RUST_LOG", "capfs=info")
             .stderr(std::process::Stdio::piped());
     });
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let serving = tokio::time::timeout(WAIT, async {
-        while let Ok(Some(line)) = stderr.next_line().await {
-            if line.contains("serving one connection") {
-                return true;
-            }
-        }
-        false
-    });
+    let mut stderr = stderr_lines(&mut child);
     assert!(
-        serving.await.unwrap_or(false),
+        says(&mut stderr, "serving one connection").await,
         "the server never said it serves"
     );
     let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
