@@ -15,9 +15,20 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const CAPFS = process.env.CAPFS_BIN ?? path.join(here, "../../target/debug/capfs");
 export const REFERENCE = path.join(here, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
 
-/** A fresh directory under the system's temporary directory, its real path. */
+/** The directories `tempDir` made, removed when the test file's process exits. */
+const made = [];
+process.on("exit", () => {
+  for (const dir of made) {
+    try { fs.rmSync(dir, { recursive: true, force: true }); } catch { /* left for the system */ }
+  }
+});
+
+/** A fresh directory under the system's temporary directory, its real path; removed with
+ *  everything in it when the process exits. */
 export function tempDir(prefix) {
-  return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `capfs-mcp-${prefix}-`)));
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `capfs-mcp-${prefix}-`)));
+  made.push(dir);
+  return dir;
 }
 
 /** The SDK client connected over `transport`, answering `roots/list` with `roots.current`
